@@ -1,0 +1,106 @@
+//! The fixed-point computation over a body's control-flow graph, and the final walk that shows
+//! every op together with the state that reaches it.
+
+use crate::ir::{BlockId, Body, Op, OpId};
+use crate::state::State;
+
+/// How many times one block may be re-analysed before the loop is cut off. Real functions reach
+/// their fixed point in two or three rounds; the cap only bounds pathological inputs.
+const MAX_VISITS_PER_BLOCK: usize = 32;
+
+/// The states reaching each block of one body.
+pub struct Analysis<'b> {
+    body: &'b Body,
+    order: Vec<BlockId>,
+    entry_states: Vec<Option<State>>,
+}
+
+impl<'b> Analysis<'b> {
+    /// Run the dataflow to a fixed point.
+    pub fn run(body: &'b Body) -> Self {
+        let order = reverse_postorder(body);
+        let mut rank = vec![usize::MAX; body.blocks.len()];
+        for (i, b) in order.iter().enumerate() {
+            rank[b.index()] = i;
+        }
+        let preds = body.predecessors();
+        let mut exit_states: Vec<Option<State>> = vec![None; body.blocks.len()];
+        let mut entry_states: Vec<Option<State>> = vec![None; body.blocks.len()];
+        let mut visits = vec![0usize; body.blocks.len()];
+        let mut dirty = vec![false; body.blocks.len()];
+        dirty[body.entry.index()] = true;
+        // Sweep in reverse postorder until nothing changes; each sweep handles loops' back edges.
+        loop {
+            let mut changed = false;
+            for &block in &order {
+                if !dirty[block.index()] || visits[block.index()] >= MAX_VISITS_PER_BLOCK {
+                    continue;
+                }
+                dirty[block.index()] = false;
+                visits[block.index()] += 1;
+                let mut state = if block == body.entry { Some(State::default()) } else { None };
+                for p in &preds[block.index()] {
+                    if let Some(ps) = &exit_states[p.index()] {
+                        match &mut state {
+                            Some(s) if block != body.entry => s.meet(ps),
+                            Some(_) => {}
+                            None => state = Some(ps.clone()),
+                        }
+                    }
+                }
+                let Some(entry) = state else { continue };
+                entry_states[block.index()] = Some(entry.clone());
+                let mut out = entry;
+                for &op in &body.blocks[block.index()].ops {
+                    out.apply(body, op);
+                }
+                if exit_states[block.index()].as_ref() != Some(&out) {
+                    exit_states[block.index()] = Some(out);
+                    changed = true;
+                    for s in &body.blocks[block.index()].succs {
+                        dirty[s.index()] = true;
+                    }
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        Analysis { body, order, entry_states }
+    }
+
+    /// Visit every reachable op once, in control-flow order, with the state just before it.
+    pub fn walk(&self, mut visit: impl FnMut(OpId, &Op, &State)) {
+        for &block in &self.order {
+            let Some(mut state) = self.entry_states[block.index()].clone() else { continue };
+            for &op in &self.body.blocks[block.index()].ops {
+                visit(op, self.body.op(op), &state);
+                state.apply(self.body, op);
+            }
+        }
+    }
+}
+
+fn reverse_postorder(body: &Body) -> Vec<BlockId> {
+    let n = body.blocks.len();
+    let mut seen = vec![false; n];
+    let mut post = Vec::with_capacity(n);
+    // Iterative DFS: (block, next successor index).
+    let mut stack = vec![(body.entry, 0usize)];
+    seen[body.entry.index()] = true;
+    while let Some((block, i)) = stack.last_mut() {
+        let succs = &body.blocks[block.index()].succs;
+        if let Some(&next) = succs.get(*i) {
+            *i += 1;
+            if !seen[next.index()] {
+                seen[next.index()] = true;
+                stack.push((next, 0));
+            }
+        } else {
+            post.push(*block);
+            stack.pop();
+        }
+    }
+    post.reverse();
+    post
+}

@@ -1,0 +1,384 @@
+//! The intermediate representation: entities (streams, buffers, events), the operations a
+//! function performs on them in program order, and the control-flow graph that orders those
+//! operations. Frontends build a [`Body`] per function through [`BodyBuilder`]; the analysis and
+//! the rules only ever read it.
+
+use std::fmt;
+
+/// A byte range in the source file the body was lowered from.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Span {
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub fn new(start: u32, end: u32) -> Self {
+        Span { start, end }
+    }
+}
+
+macro_rules! id_type {
+    ($(#[$doc:meta])* $name:ident) => {
+        $(#[$doc])*
+        #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub struct $name(pub u32);
+        impl $name {
+            pub fn index(self) -> usize {
+                self.0 as usize
+            }
+        }
+    };
+}
+
+id_type!(
+    /// An abstract stream of one body.
+    StreamId
+);
+id_type!(
+    /// An abstract buffer (tensor, slice, host buffer): one per allocation site or entry value.
+    BufferId
+);
+id_type!(
+    /// An abstract event.
+    EventId
+);
+id_type!(
+    /// One operation; also the identity of the device access it performs.
+    OpId
+);
+id_type!(
+    /// A basic block of the control-flow graph.
+    BlockId
+);
+
+/// Where a stream value comes from; decides how sure the analysis can be about its identity.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum StreamOrigin {
+    /// The stream that is current when the function is entered (and the device's default stream).
+    Ambient,
+    /// Created by a stream factory in this body and bound to a name.
+    Created,
+    /// Read from an object attribute (`self.stream`) or a per-device cache.
+    Attribute,
+    /// Received as a function parameter.
+    Parameter,
+    /// A stream expression that is never bound to a name.
+    Temporary,
+    /// Any other stream-valued expression.
+    Unknown,
+}
+
+#[derive(Clone, Debug)]
+pub struct Stream {
+    /// How a message refers to the stream, e.g. "`self.copy_stream`" or "the current stream".
+    pub display: String,
+    /// Source text that denotes the stream in a fix suggestion.
+    pub expr: String,
+    pub origin: StreamOrigin,
+    pub span: Option<Span>,
+}
+
+/// Where a buffer's memory lives.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Memory {
+    Device,
+    PinnedHost,
+    PageableHost,
+}
+
+/// Who is responsible for freeing a buffer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Owner {
+    /// Allocated in this body: freed at scope end unless it escapes.
+    Local,
+    /// Received from the caller: the caller frees it.
+    Caller,
+    /// Held by an object attribute that outlives the call.
+    Attribute,
+}
+
+#[derive(Clone, Debug)]
+pub struct Buffer {
+    /// The name the source uses for the value, e.g. `x` or `self.next_input`.
+    pub name: String,
+    pub memory: Memory,
+    pub owner: Owner,
+}
+
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub name: String,
+    pub expr: String,
+}
+
+/// How a buffer was produced.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Production {
+    /// A kernel or operator writing a fresh result.
+    Compute,
+    /// A copy from host memory into a fresh device buffer.
+    HostToDevice { non_blocking: bool },
+    /// A copy from device memory into a fresh host buffer.
+    DeviceToHost { non_blocking: bool },
+    /// A value that exists when the body is entered (parameter, attribute).
+    Entry,
+}
+
+/// Why a buffer's memory goes back to the allocator.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ReleaseCause {
+    Delete,
+    Rebind,
+    DataAssign,
+    StorageResize,
+    Drop,
+}
+
+/// Where a value goes when it leaves the body's control.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum EscapeKind {
+    /// Returned or yielded: the caller consumes it on the ambient stream.
+    Caller,
+    /// Stored on an object that outlives the call.
+    Attribute,
+    /// Put into a container.
+    Container,
+    /// Passed to a callee the frontend does not know.
+    UnknownCallee,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// A fresh value of `buffer` is written on `stream`.
+    Produce { buffer: BufferId, stream: StreamId, how: Production },
+    /// Device work on `stream` reads `buffer`.
+    Read { buffer: BufferId, stream: StreamId },
+    /// Device work on `stream` writes `buffer` in place.
+    Write { buffer: BufferId, stream: StreamId },
+    /// The host reads a host buffer.
+    HostRead { buffer: BufferId },
+    /// The host writes a host buffer.
+    HostWrite { buffer: BufferId },
+    /// The allocator is told that `stream` uses `buffer` (PyTorch `record_stream`).
+    RecordStream { buffer: BufferId, stream: StreamId },
+    /// `waiter` waits for all work enqueued on `waitee` so far.
+    WaitStream { waiter: StreamId, waitee: StreamId },
+    /// `event` captures the work enqueued on `stream` so far.
+    RecordEvent { event: EventId, stream: StreamId },
+    /// `stream` waits for the work captured by `event`.
+    WaitEvent { event: EventId, stream: StreamId },
+    /// The host waits for `stream`.
+    SyncStream { stream: StreamId },
+    /// The host waits for `event`.
+    SyncEvent { event: EventId },
+    /// The host waits for every stream of the device.
+    SyncDevice,
+    /// The memory of `buffer` is returned to the allocator.
+    Release { buffer: BufferId, cause: ReleaseCause },
+    /// The value leaves the body's control.
+    Escape { buffer: BufferId, kind: EscapeKind },
+    /// An event leaves the body (returned or stored): whoever receives it can order later work
+    /// after what it captured.
+    HandOffEvent { event: EventId },
+    /// The body ends: every local buffer that did not escape is released.
+    ScopeEnd,
+}
+
+#[derive(Clone, Debug)]
+pub struct Op {
+    pub kind: OpKind,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Block {
+    pub ops: Vec<OpId>,
+    pub succs: Vec<BlockId>,
+}
+
+/// Source spellings a frontend provides so that rules can suggest fixes without knowing the
+/// language. `{buffer}`, `{stream}`, `{waiter}`, `{waitee}` are replaced by expressions.
+#[derive(Clone, Debug)]
+pub struct Spelling {
+    pub record_stream: &'static str,
+    pub wait_stream: &'static str,
+    pub line_comment: &'static str,
+}
+
+/// One analysed unit: a function or method, lowered to a CFG of stream operations.
+#[derive(Clone, Debug)]
+pub struct Body {
+    pub name: String,
+    pub span: Span,
+    pub spelling: Spelling,
+    pub streams: Vec<Stream>,
+    pub buffers: Vec<Buffer>,
+    pub events: Vec<Event>,
+    pub ops: Vec<Op>,
+    pub blocks: Vec<Block>,
+    pub entry: BlockId,
+    /// The stream current at entry; returned values are consumed on it.
+    pub ambient: StreamId,
+}
+
+impl Body {
+    pub fn stream(&self, id: StreamId) -> &Stream {
+        &self.streams[id.index()]
+    }
+    pub fn buffer(&self, id: BufferId) -> &Buffer {
+        &self.buffers[id.index()]
+    }
+    pub fn event(&self, id: EventId) -> &Event {
+        &self.events[id.index()]
+    }
+    pub fn op(&self, id: OpId) -> &Op {
+        &self.ops[id.index()]
+    }
+    /// Every op in storage order (not control-flow order).
+    pub fn ops_iter(&self) -> impl Iterator<Item = (OpId, &Op)> {
+        self.ops.iter().enumerate().map(|(i, op)| (OpId(i as u32), op))
+    }
+    /// Predecessor lists, computed on demand.
+    pub fn predecessors(&self) -> Vec<Vec<BlockId>> {
+        let mut preds = vec![Vec::new(); self.blocks.len()];
+        for (i, b) in self.blocks.iter().enumerate() {
+            for s in &b.succs {
+                preds[s.index()].push(BlockId(i as u32));
+            }
+        }
+        preds
+    }
+    /// Fill a spelling template.
+    pub fn spell(&self, template: &str, pairs: &[(&str, &str)]) -> String {
+        let mut out = template.to_string();
+        for (k, v) in pairs {
+            out = out.replace(&format!("{{{k}}}"), v);
+        }
+        out
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "stream#{}", self.0)
+    }
+}
+
+/// A saved control-flow graph; see [`BodyBuilder::checkpoint`].
+pub struct Checkpoint {
+    ops: usize,
+    blocks: Vec<Block>,
+    current: BlockId,
+}
+
+/// Builds a [`Body`]: entities are interned on first use, ops are appended to the current block.
+pub struct BodyBuilder {
+    body: Body,
+    current: BlockId,
+}
+
+impl BodyBuilder {
+    /// A new body whose ambient stream is described by `ambient`.
+    pub fn new(name: impl Into<String>, span: Span, spelling: Spelling, ambient: Stream) -> Self {
+        let body = Body {
+            name: name.into(),
+            span,
+            spelling,
+            streams: vec![ambient],
+            buffers: Vec::new(),
+            events: Vec::new(),
+            ops: Vec::new(),
+            blocks: vec![Block::default()],
+            entry: BlockId(0),
+            ambient: StreamId(0),
+        };
+        BodyBuilder { body, current: BlockId(0) }
+    }
+
+    pub fn ambient(&self) -> StreamId {
+        self.body.ambient
+    }
+    pub fn body(&self) -> &Body {
+        &self.body
+    }
+    pub fn add_stream(&mut self, stream: Stream) -> StreamId {
+        self.body.streams.push(stream);
+        StreamId(self.body.streams.len() as u32 - 1)
+    }
+    pub fn add_buffer(&mut self, buffer: Buffer) -> BufferId {
+        self.body.buffers.push(buffer);
+        BufferId(self.body.buffers.len() as u32 - 1)
+    }
+    pub fn add_event(&mut self, event: Event) -> EventId {
+        self.body.events.push(event);
+        EventId(self.body.events.len() as u32 - 1)
+    }
+    pub fn buffer_mut(&mut self, id: BufferId) -> &mut Buffer {
+        &mut self.body.buffers[id.index()]
+    }
+    pub fn new_block(&mut self) -> BlockId {
+        self.body.blocks.push(Block::default());
+        BlockId(self.body.blocks.len() as u32 - 1)
+    }
+    pub fn current(&self) -> BlockId {
+        self.current
+    }
+    /// Continue appending ops to `block`.
+    pub fn switch_to(&mut self, block: BlockId) {
+        self.current = block;
+    }
+    pub fn edge(&mut self, from: BlockId, to: BlockId) {
+        let succs = &mut self.body.blocks[from.index()].succs;
+        if !succs.contains(&to) {
+            succs.push(to);
+        }
+    }
+    /// Append an op to the current block.
+    pub fn push(&mut self, kind: OpKind, span: Span) -> OpId {
+        let id = OpId(self.body.ops.len() as u32);
+        self.body.ops.push(Op { kind, span });
+        self.body.blocks[self.current.index()].ops.push(id);
+        id
+    }
+    pub fn stream_mut(&mut self, id: StreamId) -> &mut Stream {
+        &mut self.body.streams[id.index()]
+    }
+    /// Add ops at the start of the entry block: values that exist before the body runs.
+    pub fn prepend_to_entry(&mut self, ops: Vec<(OpKind, Span)>) {
+        let mut ids = Vec::with_capacity(ops.len());
+        for (kind, span) in ops {
+            ids.push(OpId(self.body.ops.len() as u32));
+            self.body.ops.push(Op { kind, span });
+        }
+        let entry = &mut self.body.blocks[self.body.entry.index()].ops;
+        ids.extend(entry.drain(..));
+        *entry = ids;
+    }
+    /// Insert an op into the current block just before `before` (or at its end when `before` is
+    /// not in it).
+    pub fn insert_before(&mut self, before: OpId, kind: OpKind, span: Span) -> OpId {
+        let id = OpId(self.body.ops.len() as u32);
+        self.body.ops.push(Op { kind, span });
+        let ops = &mut self.body.blocks[self.current.index()].ops;
+        let at = ops.iter().position(|o| *o == before).unwrap_or(ops.len());
+        ops.insert(at, id);
+        id
+    }
+    /// The ops of the current block so far.
+    pub fn current_ops(&self) -> &[OpId] {
+        &self.body.blocks[self.current.index()].ops
+    }
+    /// Remember the control-flow graph as it is, to undo a trial lowering (entities stay).
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint { ops: self.body.ops.len(), blocks: self.body.blocks.clone(), current: self.current }
+    }
+    pub fn rollback(&mut self, cp: Checkpoint) {
+        self.body.ops.truncate(cp.ops);
+        self.body.blocks = cp.blocks;
+        self.current = cp.current;
+    }
+    pub fn finish(self) -> Body {
+        self.body
+    }
+}

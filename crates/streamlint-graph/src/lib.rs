@@ -1,0 +1,20 @@
+//! The language-neutral heart of streamlint.
+//!
+//! Frontends lower each function into a [`Body`]: streams, buffers and events as entities, and the
+//! operations performed on them in program order over a control-flow graph. [`Analysis`] computes,
+//! for every operation, which earlier device accesses each stream (and the host) is ordered after,
+//! and which buffers are live with which pending uses. Rules read those states; they never see
+//! source syntax.
+
+mod access_set;
+mod analysis;
+mod ir;
+mod state;
+
+pub use access_set::AccessSet;
+pub use analysis::Analysis;
+pub use ir::*;
+pub use state::{BufferState, EventState, Recorded, State};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,324 @@
+//! The abstract state at one program point and how each operation changes it.
+//!
+//! Happens-before follows the run-time model of vector clocks over streams: every stream knows
+//! the set of accesses it is ordered after (`visible`); a wait merges the waitee's knowledge into
+//! the waiter's; an event snapshots the recording stream's knowledge; a host synchronization makes
+//! the synced work visible to all later work (`host`). At control-flow joins ordering facts are
+//! intersected (a sync counts only if it happens on every path) while the facts that can make a
+//! hazard (pending accesses, uses) are united (a hazard on any path is a hazard).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::access_set::AccessSet;
+use crate::ir::{Body, BufferId, EventId, OpId, OpKind, Owner, Production, StreamId};
+
+/// Whether an event has been recorded on the paths reaching a point.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Recorded {
+    /// On some paths but not all.
+    Maybe,
+    /// On every path.
+    Always,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EventState {
+    pub recorded: Recorded,
+    /// The accesses the event captured (intersection over the recording paths).
+    pub snapshot: AccessSet,
+    /// Streams the event was recorded on.
+    pub streams: BTreeSet<StreamId>,
+}
+
+/// What is known about one live buffer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BufferState {
+    /// The stream whose allocator pool the memory belongs to.
+    pub alloc_stream: StreamId,
+    pub produced_at: OpId,
+    pub how: Production,
+    /// The write(s) the next reader must be ordered after (several after a join).
+    pub writes: BTreeSet<(StreamId, OpId)>,
+    /// Reads since the last write; the next writer must be ordered after them.
+    pub reads: BTreeSet<(StreamId, OpId)>,
+    /// The latest use per stream since production, for lifetime coverage.
+    pub uses: BTreeSet<(StreamId, OpId)>,
+    /// Streams `record_stream` was called with (on every path).
+    pub recorded: BTreeSet<StreamId>,
+    /// The value may have left the body's control.
+    pub escaped: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct State {
+    visible: BTreeMap<StreamId, AccessSet>,
+    /// Every access performed on the paths reaching here (their latest instances).
+    performed: AccessSet,
+    host: AccessSet,
+    handed_off: AccessSet,
+    events: BTreeMap<EventId, EventState>,
+    buffers: BTreeMap<BufferId, BufferState>,
+    /// Waits that ordered nothing (a stream waiting on itself), by waiting stream.
+    noop_waits: BTreeMap<StreamId, OpId>,
+    /// The latest wait each stream performed.
+    last_waits: BTreeMap<StreamId, OpId>,
+}
+
+static EMPTY: AccessSet = AccessSet::new();
+
+impl State {
+    pub fn buffer(&self, id: BufferId) -> Option<&BufferState> {
+        self.buffers.get(&id)
+    }
+
+    pub fn event(&self, id: EventId) -> Option<&EventState> {
+        self.events.get(&id)
+    }
+
+    /// The accesses `stream` is ordered after.
+    pub fn visible(&self, stream: StreamId) -> &AccessSet {
+        self.visible.get(&stream).unwrap_or(&EMPTY)
+    }
+
+    /// Is an `access` made on `on` ordered before new work enqueued on `consumer`?
+    pub fn ordered(&self, consumer: StreamId, on: StreamId, access: OpId) -> bool {
+        on == consumer || self.visible(consumer).contains(access) || self.host.contains(access)
+    }
+
+    /// Is an access ordered before work the host does now (a host read)?
+    pub fn host_ordered(&self, access: OpId) -> bool {
+        self.host.contains(access)
+    }
+
+    /// Is an access covered by an event that was handed to the caller?
+    pub fn handed_off(&self, access: OpId) -> bool {
+        self.handed_off.contains(access)
+    }
+
+    /// Writes of `buffer` that work on `consumer` would race with.
+    pub fn unordered_writes(&self, buffer: BufferId, consumer: StreamId) -> Vec<(StreamId, OpId)> {
+        self.buffer(buffer)
+            .map(|b| b.writes.iter().copied().filter(|&(s, a)| !self.ordered(consumer, s, a)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Reads of `buffer` that a write on `consumer` would race with.
+    pub fn unordered_reads(&self, buffer: BufferId, consumer: StreamId) -> Vec<(StreamId, OpId)> {
+        self.buffer(buffer)
+            .map(|b| b.reads.iter().copied().filter(|&(s, a)| !self.ordered(consumer, s, a)).collect())
+            .unwrap_or_default()
+    }
+
+    /// Uses of `buffer` on streams other than its allocation stream that a release now would
+    /// not cover: no `record_stream` of that stream, no host sync after the use, and no wait of
+    /// the allocation stream on the use (the reverse-wait discipline).
+    pub fn uncovered_uses(&self, buffer: BufferId) -> Vec<(StreamId, OpId)> {
+        let Some(b) = self.buffer(buffer) else { return Vec::new() };
+        b.uses
+            .iter()
+            .copied()
+            .filter(|&(s, u)| {
+                s != b.alloc_stream && !b.recorded.contains(&s) && !self.ordered(b.alloc_stream, s, u)
+            })
+            .collect()
+    }
+
+    /// A wait on `stream` that ordered nothing, if one happened on the paths here.
+    pub fn noop_wait(&self, stream: StreamId) -> Option<OpId> {
+        self.noop_waits.get(&stream).copied()
+    }
+
+    /// The latest wait `stream` performed.
+    pub fn last_wait(&self, stream: StreamId) -> Option<OpId> {
+        self.last_waits.get(&stream).copied()
+    }
+
+    /// Buffers live here.
+    pub fn live_buffers(&self) -> impl Iterator<Item = (BufferId, &BufferState)> {
+        self.buffers.iter().map(|(k, v)| (*k, v))
+    }
+
+    /// Record a device access: a new instance of `access` on `stream`. Other streams' knowledge
+    /// of an earlier instance of the same op (a previous loop iteration) no longer applies.
+    fn access(&mut self, access: OpId, stream: StreamId) {
+        for (s, set) in self.visible.iter_mut() {
+            if *s != stream {
+                set.remove(access);
+            }
+        }
+        for e in self.events.values_mut() {
+            e.snapshot.remove(access);
+        }
+        self.host.remove(access);
+        self.handed_off.remove(access);
+        self.visible.entry(stream).or_default().insert(access);
+        self.performed.insert(access);
+    }
+
+    /// Apply one operation.
+    pub fn apply(&mut self, body: &Body, id: OpId) {
+        match body.op(id).kind {
+            OpKind::Produce { buffer, stream, how } => {
+                self.access(id, stream);
+                let one = BTreeSet::from([(stream, id)]);
+                self.buffers.insert(
+                    buffer,
+                    BufferState {
+                        alloc_stream: stream,
+                        produced_at: id,
+                        how,
+                        writes: one.clone(),
+                        reads: BTreeSet::new(),
+                        uses: one,
+                        recorded: BTreeSet::new(),
+                        escaped: false,
+                    },
+                );
+            }
+            OpKind::Read { buffer, stream } | OpKind::Write { buffer, stream } => {
+                if !self.buffers.contains_key(&buffer) {
+                    return;
+                }
+                self.access(id, stream);
+                let b = self.buffers.get_mut(&buffer).expect("checked above");
+                b.uses.retain(|(s, _)| *s != stream);
+                b.uses.insert((stream, id));
+                if matches!(body.op(id).kind, OpKind::Write { .. }) {
+                    b.writes = BTreeSet::from([(stream, id)]);
+                    b.reads.clear();
+                } else {
+                    b.reads.retain(|(s, _)| *s != stream);
+                    b.reads.insert((stream, id));
+                }
+            }
+            OpKind::HostRead { .. } | OpKind::HostWrite { .. } => {}
+            OpKind::RecordStream { buffer, stream } => {
+                if let Some(b) = self.buffers.get_mut(&buffer) {
+                    b.recorded.insert(stream);
+                }
+            }
+            OpKind::WaitStream { waiter, waitee } => {
+                self.last_waits.insert(waiter, id);
+                if waiter == waitee {
+                    self.noop_waits.insert(waiter, id);
+                } else {
+                    let known = self.visible(waitee).clone();
+                    self.visible.entry(waiter).or_default().union_with(&known);
+                }
+            }
+            OpKind::RecordEvent { event, stream } => {
+                let snapshot = self.visible(stream).clone();
+                self.events.insert(
+                    event,
+                    EventState { recorded: Recorded::Always, snapshot, streams: BTreeSet::from([stream]) },
+                );
+            }
+            OpKind::WaitEvent { event, stream } => {
+                self.last_waits.insert(stream, id);
+                if let Some(e) = self.events.get(&event) {
+                    let known = e.snapshot.clone();
+                    self.visible.entry(stream).or_default().union_with(&known);
+                }
+            }
+            OpKind::SyncStream { stream } => {
+                let known = self.visible(stream).clone();
+                self.host.union_with(&known);
+            }
+            OpKind::SyncEvent { event } => {
+                if let Some(e) = self.events.get(&event) {
+                    let known = e.snapshot.clone();
+                    self.host.union_with(&known);
+                }
+            }
+            OpKind::SyncDevice => {
+                for set in self.visible.values() {
+                    self.host.union_with(set);
+                }
+            }
+            OpKind::Release { buffer, .. } => {
+                self.buffers.remove(&buffer);
+            }
+            OpKind::Escape { buffer, .. } => {
+                if let Some(b) = self.buffers.get_mut(&buffer) {
+                    b.escaped = true;
+                }
+            }
+            OpKind::HandOffEvent { event } => {
+                if let Some(e) = self.events.get(&event) {
+                    let known = e.snapshot.clone();
+                    self.handed_off.union_with(&known);
+                }
+            }
+            OpKind::ScopeEnd => {
+                self.buffers.retain(|id, b| b.escaped || body.buffer(*id).owner != Owner::Local);
+            }
+        }
+    }
+
+    /// Combine the states of two paths that meet.
+    pub fn meet(&mut self, other: &State) {
+        let (mine, theirs_done) = (self.performed.clone(), &other.performed);
+        let meet = |a: &mut AccessSet, b: &AccessSet| a.meet_ordered(&mine, b, theirs_done);
+        for (s, theirs) in &other.visible {
+            meet(self.visible.entry(*s).or_default(), theirs);
+        }
+        for (s, ours) in self.visible.iter_mut() {
+            if !other.visible.contains_key(s) {
+                meet(ours, &EMPTY);
+            }
+        }
+        meet(&mut self.host, &other.host);
+        meet(&mut self.handed_off, &other.handed_off);
+        for (id, theirs) in &other.events {
+            match self.events.get_mut(id) {
+                Some(ours) => {
+                    if theirs.recorded == Recorded::Maybe {
+                        ours.recorded = Recorded::Maybe;
+                    }
+                    meet(&mut ours.snapshot, &theirs.snapshot);
+                    ours.streams.extend(theirs.streams.iter().copied());
+                }
+                None => {
+                    let mut e = theirs.clone();
+                    e.recorded = Recorded::Maybe;
+                    self.events.insert(*id, e);
+                }
+            }
+        }
+        for (id, ours) in self.events.iter_mut() {
+            if !other.events.contains_key(id) {
+                ours.recorded = Recorded::Maybe;
+            }
+        }
+        for (id, theirs) in &other.buffers {
+            match self.buffers.get_mut(id) {
+                Some(ours) => {
+                    ours.writes.extend(theirs.writes.iter().copied());
+                    ours.reads.extend(theirs.reads.iter().copied());
+                    ours.uses.extend(theirs.uses.iter().copied());
+                    ours.recorded.retain(|s| theirs.recorded.contains(s));
+                    ours.escaped |= theirs.escaped;
+                }
+                None => {
+                    self.buffers.insert(*id, theirs.clone());
+                }
+            }
+        }
+        self.performed.union_with(&other.performed);
+        meet_map(&mut self.noop_waits, &other.noop_waits, |_, _| {});
+        meet_map(&mut self.last_waits, &other.last_waits, |a, b| *a = (*a).max(*b));
+    }
+}
+
+/// Meet two maps of may-facts key by key: keys on both sides are combined with `both`; keys on
+/// one side only are kept.
+fn meet_map<K: Ord + Copy, V: Clone>(ours: &mut BTreeMap<K, V>, theirs: &BTreeMap<K, V>, both: impl Fn(&mut V, &V)) {
+    for (k, v) in theirs {
+        ours.entry(*k).or_insert_with(|| v.clone());
+    }
+    for (k, v) in ours.iter_mut() {
+        if let Some(t) = theirs.get(k) {
+            both(v, t);
+        }
+    }
+}

@@ -1,0 +1,302 @@
+//! Hand-built event sequences: the happens-before model on its own, with no parser involved.
+
+use crate::*;
+
+fn spelling() -> Spelling {
+    Spelling { record_stream: "{buffer}.record_stream({stream})", wait_stream: "{waiter}.wait_stream({waitee})", line_comment: "#" }
+}
+
+fn stream(name: &str, origin: StreamOrigin) -> Stream {
+    Stream { display: name.into(), expr: name.into(), origin, span: None }
+}
+
+/// A builder with the ambient stream and one side stream.
+fn builder() -> (BodyBuilder, StreamId, StreamId) {
+    let mut b = BodyBuilder::new("f", Span::default(), spelling(), stream("main", StreamOrigin::Ambient));
+    let main = b.ambient();
+    let side = b.add_stream(stream("side", StreamOrigin::Created));
+    (b, main, side)
+}
+
+fn tensor(b: &mut BodyBuilder, name: &str) -> BufferId {
+    b.add_buffer(Buffer { name: name.into(), memory: Memory::Device, owner: Owner::Local })
+}
+
+fn produce(b: &mut BodyBuilder, buffer: BufferId, stream: StreamId) -> OpId {
+    b.push(OpKind::Produce { buffer, stream, how: Production::Compute }, Span::default())
+}
+
+fn read(b: &mut BodyBuilder, buffer: BufferId, stream: StreamId) -> OpId {
+    b.push(OpKind::Read { buffer, stream }, Span::default())
+}
+
+/// The state just before `op`.
+fn before(body: &Body, op: OpId) -> State {
+    let mut found = None;
+    Analysis::run(body).walk(|id, _, state| {
+        if id == op {
+            found = Some(state.clone());
+        }
+    });
+    found.expect("op is reachable")
+}
+
+#[test]
+fn cross_stream_read_needs_a_wait() {
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    let r = read(&mut b, x, side);
+    let body = b.finish();
+    assert_eq!(before(&body, r).unordered_writes(x, side).len(), 1);
+}
+
+#[test]
+fn wait_stream_orders_earlier_work_only() {
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    let y = tensor(&mut b, "y");
+    produce(&mut b, x, main);
+    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    produce(&mut b, y, main);
+    let r = read(&mut b, x, side);
+    let r2 = read(&mut b, y, side);
+    let body = b.finish();
+    assert!(before(&body, r).unordered_writes(x, side).is_empty());
+    assert_eq!(before(&body, r2).unordered_writes(y, side).len(), 1, "wait_stream is a snapshot");
+}
+
+#[test]
+fn waits_are_transitive() {
+    let (mut b, main, side) = builder();
+    let third = b.add_stream(stream("third", StreamOrigin::Created));
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    b.push(OpKind::WaitStream { waiter: third, waitee: side }, Span::default());
+    let r = read(&mut b, x, third);
+    let body = b.finish();
+    assert!(before(&body, r).unordered_writes(x, third).is_empty());
+}
+
+#[test]
+fn events_capture_the_recording_point() {
+    let (mut b, main, side) = builder();
+    let early = b.add_event(Event { name: "early".into(), expr: "early".into() });
+    let late = b.add_event(Event { name: "late".into(), expr: "late".into() });
+    let x = tensor(&mut b, "x");
+    b.push(OpKind::RecordEvent { event: early, stream: main }, Span::default());
+    produce(&mut b, x, main);
+    b.push(OpKind::WaitEvent { event: early, stream: side }, Span::default());
+    let r1 = read(&mut b, x, side);
+    b.push(OpKind::RecordEvent { event: late, stream: main }, Span::default());
+    b.push(OpKind::WaitEvent { event: late, stream: side }, Span::default());
+    let r2 = read(&mut b, x, side);
+    let body = b.finish();
+    assert_eq!(before(&body, r1).unordered_writes(x, side).len(), 1);
+    assert!(before(&body, r2).unordered_writes(x, side).is_empty());
+}
+
+#[test]
+fn event_recorded_on_the_wrong_stream_orders_nothing() {
+    let (mut b, main, side) = builder();
+    let third = b.add_stream(stream("third", StreamOrigin::Created));
+    let e = b.add_event(Event { name: "e".into(), expr: "e".into() });
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, side);
+    b.push(OpKind::RecordEvent { event: e, stream: third }, Span::default());
+    b.push(OpKind::WaitEvent { event: e, stream: main }, Span::default());
+    let r = read(&mut b, x, main);
+    let body = b.finish();
+    assert_eq!(before(&body, r).unordered_writes(x, main).len(), 1);
+}
+
+#[test]
+fn self_wait_is_noted_and_orders_nothing() {
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    let w = b.push(OpKind::WaitStream { waiter: side, waitee: side }, Span::default());
+    let r = read(&mut b, x, side);
+    let body = b.finish();
+    let s = before(&body, r);
+    assert_eq!(s.noop_wait(side), Some(w));
+    assert_eq!(s.unordered_writes(x, side).len(), 1);
+}
+
+#[test]
+fn host_syncs_order_everything_they_cover() {
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    let y = tensor(&mut b, "y");
+    produce(&mut b, x, main);
+    produce(&mut b, y, side);
+    b.push(OpKind::SyncStream { stream: main }, Span::default());
+    let r1 = read(&mut b, x, side);
+    let r2 = read(&mut b, y, main);
+    b.push(OpKind::SyncDevice, Span::default());
+    let r3 = read(&mut b, y, main);
+    let body = b.finish();
+    assert!(before(&body, r1).unordered_writes(x, side).is_empty());
+    assert_eq!(before(&body, r2).unordered_writes(y, main).len(), 1);
+    assert!(before(&body, r3).unordered_writes(y, main).is_empty());
+}
+
+#[test]
+fn write_after_read_needs_ordering() {
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    read(&mut b, x, side);
+    let w = b.push(OpKind::Write { buffer: x, stream: main }, Span::default());
+    let body = b.finish();
+    assert_eq!(before(&body, w).unordered_reads(x, main).len(), 1);
+}
+
+/// Release coverage: record_stream, a reverse wait, or a host sync; nothing else.
+#[test]
+fn release_needs_record_stream_reverse_wait_or_sync() {
+    for cover in ["none", "record", "reverse_wait", "sync", "wait_before_use"] {
+        let (mut b, main, side) = builder();
+        let x = tensor(&mut b, "x");
+        produce(&mut b, x, main);
+        b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+        if cover == "wait_before_use" {
+            b.push(OpKind::WaitStream { waiter: main, waitee: side }, Span::default());
+        }
+        read(&mut b, x, side);
+        match cover {
+            "record" => drop(b.push(OpKind::RecordStream { buffer: x, stream: side }, Span::default())),
+            "reverse_wait" => drop(b.push(OpKind::WaitStream { waiter: main, waitee: side }, Span::default())),
+            "sync" => drop(b.push(OpKind::SyncStream { stream: side }, Span::default())),
+            _ => {}
+        }
+        let rel = b.push(OpKind::Release { buffer: x, cause: ReleaseCause::Delete }, Span::default());
+        let body = b.finish();
+        let uncovered = before(&body, rel).uncovered_uses(x);
+        let expect_hazard = matches!(cover, "none" | "wait_before_use");
+        assert_eq!(!uncovered.is_empty(), expect_hazard, "cover = {cover}");
+    }
+}
+
+#[test]
+fn a_sync_on_one_branch_does_not_count_after_the_join() {
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    let entry = b.current();
+    let then = b.new_block();
+    let join = b.new_block();
+    b.edge(entry, then);
+    b.edge(entry, join);
+    b.switch_to(then);
+    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    b.edge(then, join);
+    b.switch_to(join);
+    let r = read(&mut b, x, side);
+    let body = b.finish();
+    assert_eq!(before(&body, r).unordered_writes(x, side).len(), 1);
+}
+
+/// A write in a loop body after the only wait: the next iteration's read races with it.
+#[test]
+fn loop_carried_hazards_are_found() {
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    let entry = b.current();
+    let head = b.new_block();
+    let body_block = b.new_block();
+    let exit = b.new_block();
+    b.edge(entry, head);
+    b.edge(head, body_block);
+    b.edge(head, exit);
+    b.switch_to(body_block);
+    let r = read(&mut b, x, side);
+    b.push(OpKind::Write { buffer: x, stream: main }, Span::default());
+    b.edge(body_block, head);
+    let body = b.finish();
+    assert_eq!(before(&body, r).unordered_writes(x, side).len(), 1);
+}
+
+/// The same loop with the wait inside the body, before the read: clean on every iteration.
+#[test]
+fn loop_with_wait_each_iteration_is_clean() {
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    let entry = b.current();
+    let head = b.new_block();
+    let body_block = b.new_block();
+    let exit = b.new_block();
+    b.edge(entry, head);
+    b.edge(head, body_block);
+    b.edge(head, exit);
+    b.switch_to(body_block);
+    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    let r = read(&mut b, x, side);
+    b.push(OpKind::WaitStream { waiter: main, waitee: side }, Span::default());
+    b.push(OpKind::Write { buffer: x, stream: main }, Span::default());
+    b.edge(body_block, head);
+    let body = b.finish();
+    assert!(before(&body, r).unordered_writes(x, side).is_empty());
+}
+
+#[test]
+fn event_recorded_on_one_path_is_maybe_recorded() {
+    let (mut b, main, _) = builder();
+    let e = b.add_event(Event { name: "e".into(), expr: "e".into() });
+    let entry = b.current();
+    let then = b.new_block();
+    let join = b.new_block();
+    b.edge(entry, then);
+    b.edge(entry, join);
+    b.switch_to(then);
+    b.push(OpKind::RecordEvent { event: e, stream: main }, Span::default());
+    b.edge(then, join);
+    b.switch_to(join);
+    let w = b.push(OpKind::WaitEvent { event: e, stream: main }, Span::default());
+    let body = b.finish();
+    assert_eq!(before(&body, w).event(e).map(|e| e.recorded), Some(Recorded::Maybe));
+}
+
+#[test]
+fn scope_end_releases_local_buffers_that_did_not_escape() {
+    let (mut b, main, _) = builder();
+    let kept = tensor(&mut b, "kept");
+    let dropped = tensor(&mut b, "dropped");
+    let param = b.add_buffer(Buffer { name: "p".into(), memory: Memory::Device, owner: Owner::Caller });
+    produce(&mut b, kept, main);
+    produce(&mut b, dropped, main);
+    b.push(OpKind::Produce { buffer: param, stream: main, how: Production::Entry }, Span::default());
+    b.push(OpKind::Escape { buffer: kept, kind: EscapeKind::Caller }, Span::default());
+    b.push(OpKind::ScopeEnd, Span::default());
+    let last = b.push(OpKind::SyncDevice, Span::default());
+    let body = b.finish();
+    let s = before(&body, last);
+    assert!(s.buffer(kept).is_some() && s.buffer(param).is_some() && s.buffer(dropped).is_none());
+}
+
+#[test]
+fn unbounded_loops_terminate() {
+    // Nested loops with rebinding writes on alternating streams reach a fixed point quickly.
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    let mut prev = b.current();
+    for depth in 0..20 {
+        let head = b.new_block();
+        b.edge(prev, head);
+        b.switch_to(head);
+        let s = if depth % 2 == 0 { main } else { side };
+        b.push(OpKind::Write { buffer: x, stream: s }, Span::default());
+        b.edge(head, head);
+        prev = head;
+    }
+    let body = b.finish();
+    let mut n = 0;
+    Analysis::run(&body).walk(|_, _, _| n += 1);
+    assert_eq!(n, 21);
+}

@@ -1,0 +1,56 @@
+//! File discovery: Python files under the given paths, respecting `.gitignore` and skipping
+//! hidden folders and virtual environments; files named explicitly are always checked.
+
+use std::path::{Path, PathBuf};
+
+/// The files to check, and the given paths that do not exist.
+#[derive(Debug, Default)]
+pub struct Discovery {
+    pub files: Vec<PathBuf>,
+    pub missing: Vec<PathBuf>,
+}
+
+const SKIPPED_DIRS: &[&str] = &["venv", "site-packages", "__pycache__", "node_modules", "build", "dist"];
+
+fn is_python(path: &Path) -> bool {
+    matches!(path.extension().and_then(|e| e.to_str()), Some("py" | "pyi"))
+}
+
+fn is_virtualenv(dir: &Path) -> bool {
+    dir.join("pyvenv.cfg").is_file()
+}
+
+pub fn discover(paths: &[PathBuf], respect_gitignore: bool) -> Discovery {
+    let mut out = Discovery::default();
+    for root in paths {
+        if !root.exists() {
+            out.missing.push(root.clone());
+            continue;
+        }
+        if root.is_file() {
+            out.files.push(root.clone());
+            continue;
+        }
+        let walker = ignore::WalkBuilder::new(root)
+            .hidden(true)
+            .git_ignore(respect_gitignore)
+            .git_exclude(respect_gitignore)
+            .git_global(respect_gitignore)
+            .ignore(respect_gitignore)
+            .require_git(false)
+            .follow_links(false)
+            .filter_entry(|e| {
+                let is_dir = e.file_type().is_some_and(|t| t.is_dir());
+                !(is_dir && e.depth() > 0 && (SKIPPED_DIRS.contains(&e.file_name().to_str().unwrap_or("")) || is_virtualenv(e.path())))
+            })
+            .build();
+        for entry in walker.flatten() {
+            if entry.file_type().is_some_and(|t| t.is_file()) && is_python(entry.path()) {
+                out.files.push(entry.into_path());
+            }
+        }
+    }
+    out.files.sort();
+    out.files.dedup();
+    out
+}

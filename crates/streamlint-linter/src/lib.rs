@@ -1,0 +1,115 @@
+//! The linter engine: finds the files to check, skips those that cannot contain stream code
+//! without parsing them, runs the frontend and the rules on the rest in parallel, and turns
+//! unreadable or unparsable files into findings of their own.
+
+mod discover;
+mod select;
+
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use streamlint_graph::Span;
+use streamlint_python::ApiModel;
+use streamlint_rules::{Finding, Severity, PARSE_ERROR};
+
+pub use discover::{discover, Discovery};
+pub use select::Selection;
+
+/// Everything a run is configured with.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    pub selection: Selection,
+    pub api: ApiModel,
+    pub respect_gitignore: bool,
+}
+
+/// The result of checking one file.
+#[derive(Debug)]
+pub struct FileReport {
+    pub path: PathBuf,
+    /// The text the findings' spans point into (empty when the file could not be read).
+    pub source: String,
+    pub findings: Vec<Finding>,
+}
+
+/// Words without which a file cannot hold stream code: such files are never parsed.
+const STREAM_WORDS: &[&str] = &["tream", "Event", "synchronize"];
+
+/// Stack for the worker threads: deeply nested code makes the parser and the lowering recurse.
+const WORKER_STACK: usize = 256 << 20;
+
+/// Does `source` mention anything the analysis could act on?
+pub fn may_contain_stream_code(source: &[u8]) -> bool {
+    STREAM_WORDS.iter().any(|w| memchr::memmem::find(source, w.as_bytes()).is_some())
+}
+
+/// Check one file's text.
+pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Finding> {
+    if !may_contain_stream_code(source.as_bytes()) {
+        return Vec::new();
+    }
+    let name = path.to_string_lossy();
+    let bodies = match streamlint_python::lower_source(source, &name, &settings.api) {
+        Ok(bodies) => bodies,
+        Err(e) => {
+            return settings
+                .selection
+                .enabled(PARSE_ERROR.code)
+                .then(|| parse_error(Span::new(e.offset, e.offset), format!("could not parse the file: {}", e.message)))
+                .into_iter()
+                .collect();
+        }
+    };
+    let enabled = |code: &str| settings.selection.enabled(code);
+    let mut findings: Vec<Finding> = bodies.iter().flat_map(|b| streamlint_rules::check_body(b, &enabled)).collect();
+    findings.sort_by_key(|f| (f.span, f.code));
+    findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
+    findings
+}
+
+fn parse_error(span: Span, message: String) -> Finding {
+    Finding { code: PARSE_ERROR.code, severity: Severity::Error, message, span, labels: Vec::new(), help: None }
+}
+
+/// Read and check one file from disk.
+pub fn check_file(path: &Path, settings: &Settings) -> FileReport {
+    let report = |source: String, findings| FileReport { path: path.to_path_buf(), source, findings };
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return report(String::new(), error_finding(settings, format!("could not read the file: {e}"))),
+    };
+    if !may_contain_stream_code(&bytes) {
+        return report(String::new(), Vec::new());
+    }
+    match String::from_utf8(bytes) {
+        Ok(source) => {
+            let findings = check_source(path, &source, settings);
+            report(source, findings)
+        }
+        Err(e) => {
+            let at = e.utf8_error().valid_up_to();
+            let findings = error_finding(settings, format!("the file is not valid UTF-8 (invalid byte at offset {at})"));
+            report(String::new(), findings)
+        }
+    }
+}
+
+fn error_finding(settings: &Settings, message: String) -> Vec<Finding> {
+    if settings.selection.enabled(PARSE_ERROR.code) {
+        vec![parse_error(Span::default(), message)]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Check every file in parallel; reports come back in path order.
+pub fn check_files(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
+    let pool = rayon::ThreadPoolBuilder::new().stack_size(WORKER_STACK).build();
+    let run = || files.par_iter().map(|p| check_file(p, settings)).collect::<Vec<_>>();
+    let mut reports = match pool {
+        Ok(pool) => pool.install(run),
+        Err(_) => files.iter().map(|p| check_file(p, settings)).collect(),
+    };
+    reports.sort_by(|a, b| a.path.cmp(&b.path));
+    reports
+}

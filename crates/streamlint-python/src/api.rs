@@ -1,0 +1,198 @@
+//! The PyTorch API model: which qualified names create, enter, wait on or synchronize streams and
+//! events, which calls make tensors, and which tensor methods are views, in-place writes or host
+//! reads. Names are matched after import resolution (`import torch as th` makes `th.cuda.Stream`
+//! read as `torch.cuda.Stream`). Projects extend the model with their own names.
+
+use std::collections::HashSet;
+
+/// What a call of a known free function does.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ApiCall {
+    StreamFactory,
+    /// `torch.cuda.stream(s)`: a context manager that makes `s` current.
+    StreamContext,
+    CurrentStream,
+    DefaultStream,
+    SetStream,
+    EventFactory,
+    DeviceSynchronize,
+    /// A factory that makes a tensor (`torch.empty`, `torch.zeros_like`, ...).
+    TensorFactory,
+    /// `torch.tensor`/`torch.as_tensor`: copies host data, onto the device when asked.
+    TensorFromData,
+    /// Any other `torch.*` function: reads tensor arguments, makes a tensor.
+    TensorOp,
+    /// A collective: reads and writes its tensor arguments on the current stream.
+    Collective,
+    /// `record_stream(tensor, stream)` written as a free function.
+    RecordStreamWrapper,
+    /// `wait_stream(waiter, waitee)` written as a free function.
+    WaitStreamWrapper,
+    /// A project function that synchronizes the device.
+    SynchronizeWrapper,
+}
+
+/// The names the frontend recognizes.
+#[derive(Clone, Debug)]
+pub struct ApiModel {
+    /// Prefixes that denote a device module (`torch.cuda`, `get_accelerator()`, ...).
+    pub device_modules: HashSet<String>,
+    pub stream_factories: HashSet<String>,
+    pub stream_contexts: HashSet<String>,
+    pub current_stream: HashSet<String>,
+    pub record_stream_wrappers: HashSet<String>,
+    pub wait_stream_wrappers: HashSet<String>,
+    pub synchronize_functions: HashSet<String>,
+}
+
+fn set(items: &[&str]) -> HashSet<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+impl Default for ApiModel {
+    fn default() -> Self {
+        ApiModel {
+            device_modules: set(&[
+                "torch.cuda",
+                "torch.xpu",
+                "torch.npu",
+                "torch.mtia",
+                "torch.accelerator",
+                "torch.get_device_module()",
+                "get_accelerator()",
+                "deepspeed.accelerator.get_accelerator()",
+            ]),
+            stream_factories: set(&["torch.Stream"]),
+            stream_contexts: set(&[]),
+            current_stream: set(&[]),
+            record_stream_wrappers: set(&["_no_dispatch_record_stream", "record_stream"]),
+            wait_stream_wrappers: set(&["wait_stream"]),
+            synchronize_functions: set(&[]),
+        }
+    }
+}
+
+const TENSOR_FACTORIES: &[&str] = &[
+    "empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange", "linspace", "eye", "empty_like",
+    "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty_strided",
+];
+
+/// Tensor methods that return a view or the tensor itself: no kernel, same storage.
+pub const VIEW_METHODS: &[&str] = &[
+    "view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "squeeze", "unsqueeze", "expand",
+    "expand_as", "narrow", "select", "split", "chunk", "unbind", "detach", "as_strided", "contiguous",
+    "flatten", "unflatten", "movedim", "swapaxes", "requires_grad_", "type_as", "untyped_storage",
+];
+
+/// Methods that only read metadata: no device access.
+pub const METADATA_METHODS: &[&str] = &[
+    "size", "dim", "numel", "nelement", "element_size", "stride", "data_ptr", "is_contiguous", "storage_offset",
+    "get_device", "is_pinned", "is_floating_point", "is_complex", "nbytes", "itemsize", "__len__", "register_hook",
+];
+
+/// Methods that read a tensor's values on the host (and so wait for the current stream).
+pub const HOST_READ_METHODS: &[&str] = &["item", "tolist", "numpy", "__bool__", "__int__", "__float__"];
+
+/// Builtins that read a tensor's values on the host.
+pub const HOST_READ_BUILTINS: &[&str] = &["print", "float", "int", "bool", "str", "repr", "format"];
+
+/// Builtins that neither read device data nor keep references.
+pub const NEUTRAL_BUILTINS: &[&str] = &[
+    "len", "isinstance", "issubclass", "hasattr", "getattr", "setattr", "id", "type", "range", "super", "callable",
+    "enumerate", "zip", "iter", "next", "list", "tuple", "dict", "set", "sorted", "reversed", "min", "max", "sum",
+    "any", "all", "map", "filter", "round", "abs", "divmod", "hash", "vars", "dir", "open",
+];
+
+/// Well-known tensor methods: evidence that an untyped value is a tensor.
+pub const TENSOR_METHODS: &[&str] = &[
+    "sum", "mean", "max", "min", "abs", "clone", "float", "half", "bfloat16", "double", "int", "long", "bool",
+    "add", "sub", "mul", "div", "matmul", "mm", "bmm", "norm", "exp", "log", "sqrt", "pow", "softmax",
+    "argmax", "argmin", "masked_fill", "index_select", "gather", "scatter", "where", "sigmoid", "tanh", "relu",
+    "cumsum", "prod", "std", "var", "all", "any", "eq", "ne", "lt", "gt", "le", "ge", "neg", "round", "clamp",
+    "to", "cuda", "cpu", "pin_memory", "record_stream", "backward", "copy_", "zero_", "fill_", "add_", "mul_",
+    "div_", "sub_", "uniform_", "normal_", "bernoulli_", "index_add_", "scatter_", "masked_fill_", "clamp_",
+    "item", "tolist", "numpy", "data", "grad", "flip", "roll", "repeat", "tile", "new_empty", "new_zeros",
+    "new_ones", "new_full", "new_tensor", "sort", "topk", "nonzero", "split", "chunk",
+];
+
+impl ApiModel {
+    /// Split a qualified name into (device module, attribute) when its prefix is a device module.
+    fn device_attr<'a>(&self, qualified: &'a str) -> Option<&'a str> {
+        let (prefix, attr) = qualified.rsplit_once('.')?;
+        self.device_modules.contains(prefix).then_some(attr)
+    }
+
+    /// Classify a call by the qualified name of its callee.
+    pub fn classify(&self, qualified: &str) -> Option<ApiCall> {
+        let last = qualified.rsplit('.').next().unwrap_or(qualified);
+        if self.stream_factories.contains(qualified) {
+            return Some(ApiCall::StreamFactory);
+        }
+        if self.stream_contexts.contains(qualified) {
+            return Some(ApiCall::StreamContext);
+        }
+        if self.current_stream.contains(qualified) {
+            return Some(ApiCall::CurrentStream);
+        }
+        if self.synchronize_functions.contains(qualified) {
+            return Some(ApiCall::SynchronizeWrapper);
+        }
+        if self.record_stream_wrappers.contains(qualified) || self.record_stream_wrappers.contains(last) {
+            return Some(ApiCall::RecordStreamWrapper);
+        }
+        if self.wait_stream_wrappers.contains(qualified) || self.wait_stream_wrappers.contains(last) {
+            return Some(ApiCall::WaitStreamWrapper);
+        }
+        if let Some(attr) = self.device_attr(qualified) {
+            return match attr {
+                "Stream" | "ExternalStream" => Some(ApiCall::StreamFactory),
+                "stream" | "StreamContext" => Some(ApiCall::StreamContext),
+                "current_stream" => Some(ApiCall::CurrentStream),
+                "default_stream" => Some(ApiCall::DefaultStream),
+                "set_stream" => Some(ApiCall::SetStream),
+                "Event" => Some(ApiCall::EventFactory),
+                "synchronize" => Some(ApiCall::DeviceSynchronize),
+                _ => None,
+            };
+        }
+        match qualified {
+            "torch.Event" => return Some(ApiCall::EventFactory),
+            "torch.tensor" | "torch.as_tensor" | "torch.from_numpy" => return Some(ApiCall::TensorFromData),
+            _ => {}
+        }
+        if let Some(rest) = qualified.strip_prefix("torch.distributed.") {
+            return (!rest.contains('.') && rest != "barrier").then_some(ApiCall::Collective);
+        }
+        if let Some(rest) = qualified.strip_prefix("torch.") {
+            if TENSOR_FACTORIES.contains(&rest) {
+                return Some(ApiCall::TensorFactory);
+            }
+            let class_like = last.starts_with(|c: char| c.is_ascii_uppercase());
+            if class_like || rest.starts_with("cuda.") || rest.starts_with("utils.") || rest.starts_with("autograd.") {
+                return None;
+            }
+            return Some(ApiCall::TensorOp);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_device_module_spellings() {
+        let api = ApiModel::default();
+        assert_eq!(api.classify("torch.cuda.Stream"), Some(ApiCall::StreamFactory));
+        assert_eq!(api.classify("get_accelerator().current_stream"), Some(ApiCall::CurrentStream));
+        assert_eq!(api.classify("torch.accelerator.set_stream"), Some(ApiCall::SetStream));
+        assert_eq!(api.classify("torch.get_device_module().stream"), Some(ApiCall::StreamContext));
+        assert_eq!(api.classify("torch.Stream"), Some(ApiCall::StreamFactory));
+        assert_eq!(api.classify("torch.nn.functional.relu"), Some(ApiCall::TensorOp));
+        assert_eq!(api.classify("torch.distributed.all_reduce"), Some(ApiCall::Collective));
+        assert_eq!(api.classify("torch.zeros_like"), Some(ApiCall::TensorFactory));
+        assert_eq!(api.classify("numpy.zeros"), None);
+        assert_eq!(api.classify("torch.cuda.memory_allocated"), None);
+    }
+}

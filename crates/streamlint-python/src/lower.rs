@@ -1,0 +1,1254 @@
+//! Lowering of one Python function into a graph [`Body`]: a structured walk over the syntax tree
+//! that keeps an environment of what each name holds (tensors by allocation site, streams,
+//! events) and the stream that is current, and emits the stream operations in program order.
+
+use std::collections::{BTreeMap, HashMap};
+
+use streamlint_graph::{
+    BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId, Memory, OpKind, Owner,
+    Production, ReleaseCause, Span, Spelling, Stream, StreamId, StreamOrigin,
+};
+
+use crate::api::{ApiCall, HOST_READ_BUILTINS, HOST_READ_METHODS, METADATA_METHODS, NEUTRAL_BUILTINS, TENSOR_METHODS, VIEW_METHODS};
+use crate::module::ModuleContext;
+use crate::summary::{AttrKind, ClassSummary};
+use crate::syntax::{Constant, Expr, FunctionDef, Keyword, Operator, Stmt};
+
+const SPELLING: Spelling = Spelling {
+    record_stream: "{buffer}.record_stream({stream})",
+    wait_stream: "{waiter}.wait_stream({waitee})",
+    line_comment: "#",
+};
+
+/// Loops nested deeper than this are lowered in one pass (no trial pass for loop-carried names).
+const MAX_TRIAL_LOOP_DEPTH: usize = 3;
+
+/// Name under which the gradients written by `backward()` are kept in the environment.
+const GRADIENTS: &str = "<gradients>";
+
+/// What a name or expression holds.
+#[derive(Clone, Debug, PartialEq)]
+enum Value {
+    /// Tensors made in this body (or views of them), by allocation site.
+    Tensors(Vec<BufferId>),
+    /// A value the caller passed in: a tensor produced before entry, if it is used as one.
+    Param(BufferId),
+    Stream(StreamId),
+    /// A `torch.cuda.stream(..)` context; `None` for `stream(None)`, which does nothing.
+    StreamContext(Option<StreamId>),
+    Event(EventId),
+    /// `t.untyped_storage()`.
+    Storage(Vec<BufferId>),
+    /// A tuple, list or dict literal.
+    Group(Vec<Value>),
+    Unknown,
+}
+
+impl Value {
+    /// Every buffer the value holds, including the caller's values.
+    fn buffers(&self) -> Vec<BufferId> {
+        let mut out = Vec::new();
+        self.collect_buffers(&mut out, true);
+        out
+    }
+
+    /// Buffers known to be tensors made in this body.
+    fn local_tensors(&self) -> Vec<BufferId> {
+        let mut out = Vec::new();
+        self.collect_buffers(&mut out, false);
+        out
+    }
+
+    fn collect_buffers(&self, out: &mut Vec<BufferId>, with_params: bool) {
+        match self {
+            Value::Tensors(b) | Value::Storage(b) => out.extend(b),
+            Value::Param(b) if with_params => out.push(*b),
+            Value::Group(items) => items.iter().for_each(|v| v.collect_buffers(out, with_params)),
+            _ => {}
+        }
+        out.sort();
+        out.dedup();
+    }
+
+    fn events(&self) -> Vec<EventId> {
+        match self {
+            Value::Event(e) => vec![*e],
+            Value::Group(items) => items.iter().flat_map(Value::events).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn tensors(buffers: Vec<BufferId>) -> Value {
+        if buffers.is_empty() {
+            Value::Unknown
+        } else {
+            Value::Tensors(buffers)
+        }
+    }
+
+    /// The value a name holds after two paths meet.
+    fn merge(&self, other: &Value) -> Value {
+        match (self, other) {
+            (a, b) if a == b => a.clone(),
+            (Value::Tensors(_) | Value::Param(_), Value::Tensors(_) | Value::Param(_)) => {
+                let mut all = self.buffers();
+                all.extend(other.buffers());
+                all.sort();
+                all.dedup();
+                Value::Tensors(all)
+            }
+            _ => Value::Unknown,
+        }
+    }
+}
+
+type Env = BTreeMap<String, Value>;
+
+fn merge_env(a: &Env, b: &Env) -> Env {
+    let mut out = a.clone();
+    for (k, v) in b {
+        let merged = match a.get(k) {
+            Some(ours) => ours.merge(v),
+            None => v.clone(),
+        };
+        out.insert(k.clone(), merged);
+    }
+    out
+}
+
+/// Where a `.to(..)`/`.cuda()` sends a tensor.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Target {
+    Device,
+    Host,
+    /// A dtype or something unknown: a conversion on the same device.
+    SameDevice,
+}
+
+pub struct Lowerer<'a> {
+    cx: &'a ModuleContext<'a>,
+    class: Option<&'a ClassSummary>,
+    method: String,
+    b: BodyBuilder,
+    env: Env,
+    current: StreamId,
+    exit: BlockId,
+    /// (continue target, break target) of the enclosing loops.
+    loops: Vec<(BlockId, BlockId)>,
+    loop_depth: usize,
+    /// Entities by allocation site, so a trial pass and the real pass agree on identities.
+    sites: HashMap<(Span, &'static str), u32>,
+    named_streams: HashMap<String, StreamId>,
+    params: Vec<String>,
+    entry_ops: Vec<(OpKind, Span)>,
+    /// The name being assigned, to give a created stream a readable name.
+    binding: Option<String>,
+}
+
+impl<'a> Lowerer<'a> {
+    /// Lower a function (or, with `def` = `None`, the module's top-level statements).
+    pub fn lower(
+        cx: &'a ModuleContext<'a>,
+        class: Option<&'a ClassSummary>,
+        def: Option<&FunctionDef>,
+        module_body: &[Stmt],
+    ) -> Body {
+        let ambient = Stream {
+            display: "the current stream".into(),
+            expr: "torch.cuda.current_stream()".into(),
+            origin: StreamOrigin::Ambient,
+            span: None,
+        };
+        let (name, span) = match def {
+            Some(d) => (d.name.clone(), d.span),
+            None => ("<module>".to_string(), Span::default()),
+        };
+        let mut b = BodyBuilder::new(name.clone(), span, SPELLING, ambient);
+        let exit = b.new_block();
+        let current = b.ambient();
+        let mut l = Lowerer {
+            cx,
+            class,
+            method: name,
+            b,
+            env: Env::new(),
+            current,
+            exit,
+            loops: Vec::new(),
+            loop_depth: 0,
+            sites: HashMap::new(),
+            named_streams: HashMap::new(),
+            params: Vec::new(),
+            entry_ops: Vec::new(),
+            binding: None,
+        };
+        match def {
+            Some(d) => {
+                l.bind_params(d, class.is_some());
+                l.stmts(&d.body);
+            }
+            None => l.stmts(module_body),
+        }
+        let last = l.b.current();
+        l.b.edge(last, exit);
+        l.b.switch_to(exit);
+        if let Some(d) = def {
+            l.b.push(OpKind::ScopeEnd, d.name_span);
+        }
+        let entry_ops = std::mem::take(&mut l.entry_ops);
+        l.b.prepend_to_entry(entry_ops);
+        l.b.finish()
+    }
+
+    fn bind_params(&mut self, def: &FunctionDef, is_method: bool) {
+        let is_static = def.decorators.iter().any(|d| d.dotted().as_deref() == Some("staticmethod"));
+        for (i, p) in def.params.iter().enumerate() {
+            if i == 0 && is_method && !is_static {
+                continue;
+            }
+            self.params.push(p.name.clone());
+            let annotation = p.annotation.as_ref().and_then(Expr::dotted).unwrap_or_default();
+            let value = if annotation.ends_with("Stream") || p.name == "stream" || p.name.ends_with("_stream") {
+                Value::Stream(self.named_stream(&p.name))
+            } else if annotation.ends_with("Event") {
+                Value::Event(self.event_at(p.span, &p.name))
+            } else {
+                let buf = self.buffer_at(p.span, "param", &p.name, Memory::Device, Owner::Caller);
+                self.entry_ops.push((
+                    OpKind::Produce { buffer: buf, stream: self.b.ambient(), how: Production::Entry },
+                    p.span,
+                ));
+                Value::Param(buf)
+            };
+            self.env.insert(p.name.clone(), value);
+        }
+    }
+
+    // ----- entities -------------------------------------------------------------------------
+
+    fn site(&mut self, span: Span, tag: &'static str, make: impl FnOnce(&mut BodyBuilder) -> u32) -> u32 {
+        if let Some(id) = self.sites.get(&(span, tag)) {
+            return *id;
+        }
+        let id = make(&mut self.b);
+        self.sites.insert((span, tag), id);
+        id
+    }
+
+    fn buffer_at(&mut self, span: Span, tag: &'static str, name: &str, memory: Memory, owner: Owner) -> BufferId {
+        let buffer = Buffer { name: name.to_string(), memory, owner };
+        BufferId(self.site(span, tag, |b| b.add_buffer(buffer).0))
+    }
+
+    fn event_at(&mut self, span: Span, name: &str) -> EventId {
+        let event = Event { name: format!("`{name}`"), expr: name.to_string() };
+        EventId(self.site(span, "event", |b| b.add_event(event).0))
+    }
+
+    /// A stream known by its source text: an attribute, a parameter, a cached stream.
+    fn named_stream(&mut self, name: &str) -> StreamId {
+        if let Some(s) = self.named_streams.get(name) {
+            return *s;
+        }
+        let origin = if name.starts_with("self.") {
+            StreamOrigin::Attribute
+        } else if self.params.iter().any(|p| p == name) {
+            StreamOrigin::Parameter
+        } else {
+            StreamOrigin::Unknown
+        };
+        let id = self.b.add_stream(Stream { display: format!("`{name}`"), expr: name.to_string(), origin, span: None });
+        self.named_streams.insert(name.to_string(), id);
+        id
+    }
+
+    /// A name for the value being produced: the assigned name, else the source text.
+    fn value_name(&self, fallback: &str) -> String {
+        self.binding.clone().unwrap_or_else(|| fallback.to_string())
+    }
+
+    fn produce(&mut self, span: Span, name: &str, memory: Memory, how: Production) -> Value {
+        let buf = self.buffer_at(span, "value", name, memory, Owner::Local);
+        self.b.push(OpKind::Produce { buffer: buf, stream: self.current, how }, span);
+        Value::Tensors(vec![buf])
+    }
+
+    fn read_all(&mut self, buffers: &[BufferId], span: Span) {
+        for &buffer in buffers {
+            self.b.push(OpKind::Read { buffer, stream: self.current }, span);
+        }
+    }
+
+    fn write_all(&mut self, buffers: &[BufferId], span: Span) {
+        for &buffer in buffers {
+            self.b.push(OpKind::Write { buffer, stream: self.current }, span);
+        }
+    }
+
+    /// The host reads device tensors: it waits for the current stream first.
+    fn host_read(&mut self, value: &Value, span: Span) {
+        let device: Vec<_> =
+            value.buffers().into_iter().filter(|b| self.b.body().buffer(*b).memory == Memory::Device).collect();
+        if device.is_empty() {
+            for buffer in value.buffers() {
+                self.b.push(OpKind::HostRead { buffer }, span);
+            }
+            return;
+        }
+        self.read_all(&device, span);
+        self.b.push(OpKind::SyncStream { stream: self.current }, span);
+    }
+
+    fn escape(&mut self, value: &Value, kind: EscapeKind, span: Span) {
+        for buffer in value.buffers() {
+            self.b.push(OpKind::Escape { buffer, kind }, span);
+        }
+        if kind == EscapeKind::Caller || kind == EscapeKind::Attribute {
+            for event in value.events() {
+                self.b.push(OpKind::HandOffEvent { event }, span);
+            }
+        }
+    }
+
+    /// Is `buffer` held by a name other than `except`?
+    fn held_elsewhere(&self, buffer: BufferId, except: &str) -> bool {
+        self.env.iter().any(|(k, v)| k != except && v.buffers().contains(&buffer))
+    }
+
+    /// Release what a name held when it is deleted or rebound.
+    fn release_name(&mut self, name: &str, keep: &[BufferId], cause: ReleaseCause, span: Span) {
+        let Some(old) = self.env.get(name).cloned() else { return };
+        for buffer in old.local_tensors() {
+            let local = self.b.body().buffer(buffer).owner == Owner::Local;
+            if !local || self.held_elsewhere(buffer, name) {
+                continue;
+            }
+            if keep.contains(&buffer) {
+                // The same allocation site makes the new value (a loop): the old instance goes
+                // back to the allocator when the new one is bound, so release it before that.
+                let produced = self.b.current_ops().iter().rev().copied().find(|op| {
+                    matches!(self.b.body().op(*op).kind, OpKind::Produce { buffer: b, .. } if b == buffer)
+                });
+                if let Some(op) = produced {
+                    self.b.insert_before(op, OpKind::Release { buffer, cause }, span);
+                }
+            } else {
+                self.b.push(OpKind::Release { buffer, cause }, span);
+            }
+        }
+    }
+
+    fn stream_of(&mut self, value: &Value, expr: &Expr) -> Option<StreamId> {
+        match value {
+            Value::Stream(s) => Some(*s),
+            _ if expr.is_none() => None,
+            _ => expr.dotted().map(|d| self.named_stream(&d)),
+        }
+    }
+
+    // ----- statements -----------------------------------------------------------------------
+
+    fn stmts(&mut self, stmts: &[Stmt]) {
+        for s in stmts {
+            self.stmt(s);
+        }
+    }
+
+    /// Continue in a block nothing reaches (after return, raise, break, continue).
+    fn dead_end(&mut self) {
+        let dead = self.b.new_block();
+        self.b.switch_to(dead);
+    }
+
+    fn jump(&mut self, to: BlockId) {
+        let from = self.b.current();
+        self.b.edge(from, to);
+        self.dead_end();
+    }
+
+    fn branch(&mut self, from: BlockId) -> BlockId {
+        let block = self.b.new_block();
+        self.b.edge(from, block);
+        self.b.switch_to(block);
+        block
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) {
+        match stmt {
+            Stmt::Def(f) => {
+                self.env.insert(f.name.clone(), Value::Unknown);
+            }
+            Stmt::Class(c) => {
+                self.env.insert(c.name.clone(), Value::Unknown);
+            }
+            Stmt::Return { value, span } => {
+                if let Some(v) = value {
+                    let v = self.eval(v);
+                    self.escape(&v, EscapeKind::Caller, *span);
+                }
+                self.jump(self.exit);
+            }
+            Stmt::Delete { targets, span } => {
+                for t in targets {
+                    if let Expr::Name { id, .. } = t {
+                        self.release_name(id, &[], ReleaseCause::Delete, *span);
+                        self.env.remove(id);
+                    }
+                }
+            }
+            Stmt::Assign { targets, value, augmented, span } => self.assign_stmt(targets, value, *augmented, *span),
+            Stmt::For { target, iter, body, orelse, span } => {
+                let it = self.eval(iter);
+                let element = match &it {
+                    Value::Tensors(_) | Value::Group(_) => Value::tensors(it.buffers()),
+                    Value::Param(_) | Value::Unknown => {
+                        let name = target.dotted().unwrap_or_else(|| "element".into());
+                        let buf = self.buffer_at(target.span(), "element", &name, Memory::Device, Owner::Caller);
+                        let ambient = self.b.ambient();
+                        let produce = OpKind::Produce { buffer: buf, stream: ambient, how: Production::Entry };
+                        if !self.entry_ops.iter().any(|(k, _)| *k == produce) {
+                            self.entry_ops.push((produce, target.span()));
+                        }
+                        Value::Param(buf)
+                    }
+                    _ => Value::Unknown,
+                };
+                self.lower_loop(None, Some((target, element)), body, orelse, *span);
+            }
+            Stmt::While { test, body, orelse, span } => self.lower_loop(Some(test), None, body, orelse, *span),
+            Stmt::If { test, body, orelse, span } => {
+                let t = self.eval(test);
+                if !t.local_tensors().is_empty() {
+                    self.host_read(&t, *span);
+                }
+                let from = self.b.current();
+                let before = self.env.clone();
+                self.branch(from);
+                self.stmts(body);
+                let (then_end, then_env) = (self.b.current(), std::mem::replace(&mut self.env, before));
+                self.branch(from);
+                self.stmts(orelse);
+                let else_end = self.b.current();
+                let join = self.b.new_block();
+                self.b.edge(then_end, join);
+                self.b.edge(else_end, join);
+                self.b.switch_to(join);
+                self.env = merge_env(&then_env, &self.env);
+            }
+            Stmt::With { items, body, .. } => {
+                let saved = self.current;
+                for item in items {
+                    let v = self.eval(&item.context);
+                    match v {
+                        Value::StreamContext(Some(s)) | Value::Stream(s) => self.current = s,
+                        _ => {
+                            if let Some(var) = &item.var {
+                                self.assign(var, Value::Unknown, item.context.span());
+                            }
+                        }
+                    }
+                }
+                self.stmts(body);
+                self.current = saved;
+            }
+            Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+                let from = self.b.current();
+                let before = self.env.clone();
+                self.branch(from);
+                self.stmts(body);
+                self.stmts(orelse);
+                let body_end = self.b.current();
+                let mut ends = vec![body_end];
+                let mut envs = vec![self.env.clone()];
+                let handler_env = merge_env(&before, &self.env);
+                for h in handlers {
+                    self.env = handler_env.clone();
+                    let start = self.branch(from);
+                    self.b.edge(body_end, start);
+                    self.stmts(h);
+                    ends.push(self.b.current());
+                    envs.push(self.env.clone());
+                }
+                let join = self.b.new_block();
+                for e in ends {
+                    self.b.edge(e, join);
+                }
+                self.b.switch_to(join);
+                self.env = envs.iter().skip(1).fold(envs[0].clone(), |acc, e| merge_env(&acc, e));
+                self.stmts(finalbody);
+            }
+            Stmt::Match { subject, cases, .. } => {
+                self.eval(subject);
+                let from = self.b.current();
+                let before = self.env.clone();
+                let join = self.b.new_block();
+                let mut merged: Option<Env> = None;
+                for case in cases {
+                    self.env = before.clone();
+                    self.branch(from);
+                    self.stmts(case);
+                    let end = self.b.current();
+                    self.b.edge(end, join);
+                    merged = Some(match merged {
+                        Some(m) => merge_env(&m, &self.env),
+                        None => self.env.clone(),
+                    });
+                }
+                self.b.edge(from, join);
+                self.b.switch_to(join);
+                self.env = merge_env(&before, &merged.unwrap_or_default());
+            }
+            Stmt::Raise { .. } => self.dead_end(),
+            Stmt::Import { names, .. } | Stmt::ImportFrom { names, .. } => {
+                for (name, alias) in names {
+                    let bound = alias.clone().unwrap_or_else(|| name.split('.').next().unwrap_or(name).to_string());
+                    self.env.remove(&bound);
+                }
+            }
+            Stmt::Expr(e) => {
+                self.eval(e);
+            }
+            Stmt::Break { .. } => {
+                if let Some(&(_, brk)) = self.loops.last() {
+                    self.jump(brk);
+                }
+            }
+            Stmt::Continue { .. } => {
+                if let Some(&(head, _)) = self.loops.last() {
+                    self.jump(head);
+                }
+            }
+            Stmt::Other { .. } => {}
+        }
+    }
+
+    fn lower_loop(
+        &mut self,
+        test: Option<&Expr>,
+        target: Option<(&Expr, Value)>,
+        body: &[Stmt],
+        orelse: &[Stmt],
+        span: Span,
+    ) {
+        // A trial pass finds what names hold at the end of an iteration, so that reads at the
+        // top of the body see values from the previous iteration too.
+        if self.loop_depth < MAX_TRIAL_LOOP_DEPTH {
+            let cp = self.b.checkpoint();
+            let before = self.env.clone();
+            let entry_ops = self.entry_ops.len();
+            let _ = self.loop_body(test, target.clone(), body, span);
+            let carried = merge_env(&before, &self.env);
+            self.b.rollback(cp);
+            self.entry_ops.truncate(entry_ops);
+            self.env = carried;
+        }
+        let (after, done) = self.loop_body(test, target, body, span);
+        let exit_env = self.env.clone();
+        self.b.switch_to(after);
+        self.stmts(orelse);
+        let join = self.b.new_block();
+        let end = self.b.current();
+        self.b.edge(end, join);
+        self.b.edge(done, join);
+        self.b.switch_to(join);
+        self.env = merge_env(&exit_env, &self.env);
+    }
+
+    /// Lower one loop: head, body, back edge. Returns the block where the loop exits normally
+    /// (its `else` clause runs there) and the block `break` jumps to.
+    fn loop_body(
+        &mut self,
+        test: Option<&Expr>,
+        target: Option<(&Expr, Value)>,
+        body: &[Stmt],
+        span: Span,
+    ) -> (BlockId, BlockId) {
+        let from = self.b.current();
+        let head = self.branch(from);
+        if let Some(t) = test {
+            let v = self.eval(t);
+            if !v.local_tensors().is_empty() {
+                self.host_read(&v, span);
+            }
+        }
+        let head_end = self.b.current();
+        let head_env = self.env.clone();
+        let after = self.b.new_block();
+        let done = self.b.new_block();
+        self.b.edge(head_end, after);
+        self.branch(head_end);
+        if let Some((target, element)) = target {
+            self.assign(target, element, target.span());
+        }
+        self.loops.push((head, done));
+        self.loop_depth += 1;
+        self.stmts(body);
+        self.loop_depth -= 1;
+        self.loops.pop();
+        let end = self.b.current();
+        self.b.edge(end, head);
+        self.env = merge_env(&head_env, &self.env);
+        (after, done)
+    }
+
+    fn assign_stmt(&mut self, targets: &[Expr], value: &Expr, augmented: bool, span: Span) {
+        if augmented {
+            let v = self.eval(value);
+            let t = self.eval(&targets[0]);
+            let written = t.local_tensors();
+            if !written.is_empty() {
+                self.read_all(&v.buffers(), span);
+                self.write_all(&written, span);
+            }
+            return;
+        }
+        // `a, b = x, y`: pair the elements.
+        if let (Some(Expr::Collection { elts: names, .. }), Expr::Collection { elts: values, .. }) =
+            (targets.first(), value)
+        {
+            if targets.len() == 1 && names.len() == values.len() {
+                let vals: Vec<Value> = values.iter().map(|v| self.eval(v)).collect();
+                for (n, v) in names.iter().zip(vals) {
+                    self.assign(n, v, span);
+                }
+                return;
+            }
+        }
+        self.binding = targets.first().and_then(Expr::dotted);
+        let v = self.eval(value);
+        self.binding = None;
+        for t in targets {
+            self.assign(t, v.clone(), span);
+        }
+    }
+
+    fn assign(&mut self, target: &Expr, value: Value, span: Span) {
+        match target {
+            Expr::Name { id, .. } => {
+                if let Value::Stream(s) = value {
+                    let stream = self.b.stream_mut(s);
+                    if stream.origin == StreamOrigin::Temporary {
+                        stream.origin = StreamOrigin::Created;
+                        stream.display = format!("`{id}`");
+                        stream.expr = id.clone();
+                    }
+                }
+                let keep = value.buffers();
+                self.release_name(id, &keep, ReleaseCause::Rebind, span);
+                self.env.insert(id.clone(), value);
+            }
+            Expr::Attribute { value: owner, attr, .. } => {
+                if attr == "data" {
+                    if let Expr::Name { id, .. } = owner.as_ref() {
+                        if let Some(old) = self.env.get(id).cloned() {
+                            for buffer in old.buffers() {
+                                self.b.push(OpKind::Release { buffer, cause: ReleaseCause::DataAssign }, span);
+                            }
+                            self.env.insert(id.clone(), value);
+                            return;
+                        }
+                    }
+                }
+                self.escape(&value, EscapeKind::Attribute, span);
+                if let Some(d) = target.dotted() {
+                    self.env.insert(d, value);
+                }
+            }
+            Expr::Subscript { value: container, index, .. } => {
+                let c = self.eval(container);
+                self.eval(index);
+                let written = c.local_tensors();
+                if written.is_empty() {
+                    self.escape(&value, EscapeKind::Container, span);
+                } else {
+                    self.read_all(&value.buffers(), span);
+                    self.write_all(&written, span);
+                }
+            }
+            Expr::Collection { elts, .. } => {
+                let parts = match &value {
+                    Value::Group(items) if items.len() == elts.len() => items.clone(),
+                    other => vec![other.clone(); elts.len()],
+                };
+                for (e, v) in elts.iter().zip(parts) {
+                    self.assign(e, v, span);
+                }
+            }
+            Expr::Starred { value: inner, .. } => self.assign(inner, value, span),
+            _ => {}
+        }
+    }
+
+    // ----- expressions ----------------------------------------------------------------------
+
+    fn eval(&mut self, expr: &Expr) -> Value {
+        match expr {
+            Expr::Name { id, .. } => self.env.get(id).cloned().unwrap_or(Value::Unknown),
+            Expr::Attribute { value, attr, .. } => self.attribute(expr, value, attr),
+            Expr::Call { func, args, keywords, span } => self.call(func, args, keywords, *span),
+            Expr::Constant { .. } => Value::Unknown,
+            Expr::Operator { op, operands, span } => {
+                let vals: Vec<Value> = operands.iter().map(|o| self.eval(o)).collect();
+                match op {
+                    Operator::Arithmetic => {
+                        let any_local = vals.iter().any(|v| !v.local_tensors().is_empty());
+                        if !any_local {
+                            return Value::Unknown;
+                        }
+                        let inputs: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+                        self.read_all(&inputs, *span);
+                        let name = self.value_name("result");
+                        self.produce(*span, &name, Memory::Device, Production::Compute)
+                    }
+                    Operator::Compare => Value::Unknown,
+                    Operator::Logical => {
+                        for v in &vals {
+                            if !v.local_tensors().is_empty() {
+                                self.host_read(v, *span);
+                            }
+                        }
+                        Value::Unknown
+                    }
+                }
+            }
+            Expr::Subscript { value, index, .. } => {
+                let v = self.eval(value);
+                self.eval(index);
+                match v {
+                    Value::Group(_) => Value::tensors(v.buffers()),
+                    Value::Tensors(_) | Value::Param(_) | Value::Stream(_) => v,
+                    _ => Value::Unknown,
+                }
+            }
+            Expr::Collection { elts, .. } => Value::Group(elts.iter().map(|e| self.eval(e)).collect()),
+            Expr::Starred { value, .. } | Expr::Await { value, .. } => self.eval(value),
+            Expr::Yield { value, span } => {
+                if let Some(v) = value {
+                    let v = self.eval(v);
+                    self.escape(&v, EscapeKind::Caller, *span);
+                }
+                Value::Unknown
+            }
+            Expr::IfExp { test, body, orelse, .. } => {
+                self.eval(test);
+                let a = self.eval(body);
+                let b = self.eval(orelse);
+                a.merge(&b)
+            }
+            Expr::NamedExpr { target, value, span } => {
+                let v = self.eval(value);
+                self.assign(target, v.clone(), *span);
+                v
+            }
+            Expr::Opaque { parts, value_parts, .. } => {
+                let vals: Vec<Value> = parts.iter().map(|p| self.eval(p)).collect();
+                if *value_parts == 0 {
+                    Value::Unknown
+                } else {
+                    Value::Group(vals.into_iter().take(*value_parts).collect())
+                }
+            }
+        }
+    }
+
+    fn attribute(&mut self, expr: &Expr, owner: &Expr, attr: &str) -> Value {
+        if let Some(d) = expr.dotted() {
+            if let Some(v) = self.env.get(&d) {
+                return v.clone();
+            }
+            if let Some(v) = self.class_attribute(&d, expr.span()) {
+                self.env.insert(d, v.clone());
+                return v;
+            }
+        }
+        let base = self.eval(owner);
+        match attr {
+            "data" | "T" | "mT" | "H" => match base {
+                Value::Tensors(_) | Value::Param(_) => base,
+                _ => Value::Unknown,
+            },
+            "grad" => match self.env.get(GRADIENTS) {
+                Some(g) => g.clone(),
+                None => match base {
+                    Value::Param(_) | Value::Tensors(_) => base,
+                    _ => Value::Unknown,
+                },
+            },
+            _ => Value::Unknown,
+        }
+    }
+
+    /// What `self.x` holds at entry, from the class summary.
+    fn class_attribute(&mut self, dotted: &str, span: Span) -> Option<Value> {
+        let kind = self.class?.attrs.get(dotted)?.clone();
+        Some(match kind {
+            AttrKind::Stream | AttrKind::StreamCache => Value::Stream(self.named_stream(dotted)),
+            AttrKind::AmbientStream => Value::Stream(self.b.ambient()),
+            AttrKind::Event => Value::Event(self.event_at(Span::default(), dotted)),
+            AttrKind::PinnedHost => {
+                let buf = self.buffer_at(Span::new(0, 0), "attr", dotted, Memory::PinnedHost, Owner::Attribute);
+                let ambient = self.b.ambient();
+                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: ambient, how: Production::Entry }, span));
+                Value::Tensors(vec![buf])
+            }
+            AttrKind::Tensor { stream } => {
+                let s = self.named_stream(&stream);
+                let buf = self.buffer_at(Span::new(0, 0), "attr", dotted, Memory::Device, Owner::Attribute);
+                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: s, how: Production::Compute }, span));
+                let class = self.class?;
+                let waits_here = class.methods.get(&self.method).is_some_and(|m| m.waits_on.contains(&stream));
+                if !waits_here && class.waited_elsewhere(&stream, &self.method) {
+                    // Another method orders the current stream after the producer; assume the
+                    // caller calls it first.
+                    let ambient = self.b.ambient();
+                    self.entry_ops.push((OpKind::WaitStream { waiter: ambient, waitee: s }, span));
+                }
+                Value::Tensors(vec![buf])
+            }
+        })
+    }
+
+    fn call(&mut self, func: &Expr, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+        // A call through a local name or attribute chain rooted at a local is a method call on a
+        // value; otherwise the callee is resolved through the imports.
+        let root_is_local = root_name(func).is_some_and(|r| self.env.contains_key(r) || r == "self");
+        let api = if root_is_local && !matches!(func, Expr::Name { .. }) {
+            None
+        } else {
+            self.cx.imports.qualify(func).and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
+        };
+        if let Some((call, _)) = api {
+            if !(matches!(func, Expr::Name { id, .. } if self.env.contains_key(id))) {
+                return self.api_call(call, args, keywords, span);
+            }
+        }
+        match func {
+            Expr::Attribute { value: receiver, attr, .. } => {
+                if let (Some(class), Expr::Name { id, .. }) = (self.class, receiver.as_ref()) {
+                    if id == "self" && class.methods.contains_key(attr) {
+                        return self.self_method_call(attr, args, keywords, span);
+                    }
+                }
+                let recv = self.eval(receiver);
+                self.method_call(recv, attr, args, keywords, span)
+            }
+            Expr::Name { id, .. } if !self.env.contains_key(id) => {
+                let vals = self.eval_args(args, keywords);
+                if HOST_READ_BUILTINS.contains(&id.as_str()) {
+                    for v in &vals {
+                        if !v.local_tensors().is_empty() {
+                            self.host_read(v, span);
+                        }
+                    }
+                    return Value::Unknown;
+                }
+                if NEUTRAL_BUILTINS.contains(&id.as_str()) {
+                    return match id.as_str() {
+                        "list" | "tuple" | "iter" | "next" | "reversed" | "sorted" | "enumerate" | "zip" => {
+                            Value::tensors(vals.iter().flat_map(Value::local_tensors).collect())
+                        }
+                        _ => Value::Unknown,
+                    };
+                }
+                let local = self.cx.local_functions.contains(id);
+                self.opaque_call(vals, span, !local)
+            }
+            _ => {
+                self.eval(func);
+                let vals = self.eval_args(args, keywords);
+                self.opaque_call(vals, span, false)
+            }
+        }
+    }
+
+    fn eval_args(&mut self, args: &[Expr], keywords: &[Keyword]) -> Vec<Value> {
+        let mut vals: Vec<Value> = args.iter().map(|a| self.eval(a)).collect();
+        vals.extend(keywords.iter().map(|k| self.eval(&k.value)));
+        vals
+    }
+
+    /// A call whose body is not known: a module, a local helper, an imported function. Tensor
+    /// arguments are read on the current stream and a tensor result is assumed; arguments of
+    /// callees from elsewhere may be kept beyond the call.
+    fn opaque_call(&mut self, vals: Vec<Value>, span: Span, may_keep_args: bool) -> Value {
+        let inputs: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+        if inputs.is_empty() {
+            return Value::Unknown;
+        }
+        self.read_all(&inputs, span);
+        if may_keep_args {
+            for v in &vals {
+                self.escape(v, EscapeKind::UnknownCallee, span);
+            }
+            return Value::Unknown;
+        }
+        let name = self.value_name("result");
+        self.produce(span, &name, Memory::Device, Production::Compute)
+    }
+
+    /// `self.m(..)` for a method of this class: its effects on the object's attributes.
+    fn self_method_call(&mut self, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+        let vals = self.eval_args(args, keywords);
+        let Some(summary) = self.class.and_then(|c| c.methods.get(method)) else { return Value::Unknown };
+        for stream in summary.waits_on.clone() {
+            let s = self.named_stream(&stream);
+            let current = self.current;
+            if s != current {
+                self.b.push(OpKind::WaitStream { waiter: current, waitee: s }, span);
+            }
+        }
+        for (attr, kind) in summary.assigns.clone() {
+            if let AttrKind::Tensor { stream } = kind {
+                let s = self.named_stream(&stream);
+                let buf = self.buffer_at(span, "staged", &attr, Memory::Device, Owner::Attribute);
+                self.b.push(OpKind::Produce { buffer: buf, stream: s, how: Production::Compute }, span);
+                self.env.insert(attr, Value::Tensors(vec![buf]));
+            } else {
+                self.env.remove(&attr);
+            }
+        }
+        let inputs: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+        self.read_all(&inputs, span);
+        Value::Unknown
+    }
+
+    fn api_call(&mut self, call: ApiCall, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+        let first = args.first();
+        match call {
+            ApiCall::StreamFactory => {
+                self.eval_args(args, keywords);
+                let display = match &self.binding {
+                    Some(n) => format!("`{n}`"),
+                    None => "a temporary stream".to_string(),
+                };
+                let expr = self.binding.clone().unwrap_or_else(|| "torch.cuda.Stream()".into());
+                let origin = if self.binding.is_some() { StreamOrigin::Created } else { StreamOrigin::Temporary };
+                let stream = Stream { display, expr, origin, span: Some(span) };
+                Value::Stream(StreamId(self.site(span, "stream", |b| b.add_stream(stream).0)))
+            }
+            ApiCall::StreamContext => {
+                let Some(arg) = first.or_else(|| Expr::keyword(keywords, "stream")) else {
+                    return Value::StreamContext(None);
+                };
+                let v = self.eval(arg);
+                Value::StreamContext(self.stream_of(&v, arg))
+            }
+            ApiCall::CurrentStream => Value::Stream(self.current),
+            ApiCall::DefaultStream => Value::Stream(self.b.ambient()),
+            ApiCall::SetStream => {
+                if let Some(arg) = first {
+                    let v = self.eval(arg);
+                    if let Some(s) = self.stream_of(&v, arg) {
+                        self.current = s;
+                    }
+                }
+                Value::Unknown
+            }
+            ApiCall::EventFactory => {
+                self.eval_args(args, keywords);
+                let name = self.value_name("event");
+                Value::Event(self.event_at(span, &name))
+            }
+            ApiCall::DeviceSynchronize | ApiCall::SynchronizeWrapper => {
+                self.eval_args(args, keywords);
+                self.b.push(OpKind::SyncDevice, span);
+                Value::Unknown
+            }
+            ApiCall::TensorFactory | ApiCall::TensorFromData => {
+                let vals = self.eval_args(args, keywords);
+                let like = vals.first().map(Value::buffers).unwrap_or_default();
+                let device = match Expr::keyword(keywords, "device") {
+                    Some(d) => self.target_of(d) == Target::Device,
+                    None => call == ApiCall::TensorFactory && !like.is_empty(),
+                };
+                let name = self.value_name("tensor");
+                if device {
+                    let how = if call == ApiCall::TensorFromData {
+                        Production::HostToDevice { non_blocking: is_true(Expr::keyword(keywords, "non_blocking")) }
+                    } else {
+                        Production::Compute
+                    };
+                    self.produce(span, &name, Memory::Device, how)
+                } else {
+                    let pinned = is_true(Expr::keyword(keywords, "pin_memory"));
+                    let memory = if pinned { Memory::PinnedHost } else { Memory::PageableHost };
+                    self.produce(span, &name, memory, Production::Compute)
+                }
+            }
+            ApiCall::TensorOp => {
+                let vals = self.eval_args(args, keywords);
+                let inputs: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+                if inputs.is_empty() {
+                    return Value::Unknown;
+                }
+                self.read_all(&inputs, span);
+                let name = self.value_name("result");
+                self.produce(span, &name, Memory::Device, Production::Compute)
+            }
+            ApiCall::Collective => {
+                let vals = self.eval_args(args, keywords);
+                let tensors: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+                self.read_all(&tensors, span);
+                self.write_all(&tensors, span);
+                Value::Unknown
+            }
+            ApiCall::RecordStreamWrapper => {
+                let vals = self.eval_args(args, keywords);
+                if let (Some(t), Some(s_expr)) = (vals.first(), args.get(1)) {
+                    if let Some(s) = self.stream_of(&vals[1], s_expr) {
+                        for buffer in t.buffers() {
+                            self.b.push(OpKind::RecordStream { buffer, stream: s }, span);
+                        }
+                    }
+                }
+                Value::Unknown
+            }
+            ApiCall::WaitStreamWrapper => {
+                let vals = self.eval_args(args, keywords);
+                if let (Some(a), Some(b)) = (args.first(), args.get(1)) {
+                    if let (Some(waiter), Some(waitee)) = (self.stream_of(&vals[0], a), self.stream_of(&vals[1], b)) {
+                        self.b.push(OpKind::WaitStream { waiter, waitee }, span);
+                    }
+                }
+                Value::Unknown
+            }
+        }
+    }
+
+    /// Where a device argument (`"cuda:0"`, `torch.device("cpu")`, `device`, a dtype) points.
+    fn target_of(&mut self, expr: &Expr) -> Target {
+        if let Some(s) = expr.as_str() {
+            return if s.starts_with("cpu") { Target::Host } else { Target::Device };
+        }
+        if let Expr::Call { func, args, .. } = expr {
+            if func.dotted().is_some_and(|d| d.ends_with("device")) {
+                return args.first().map(|a| self.target_of(a)).unwrap_or(Target::Device);
+            }
+        }
+        if let Some(d) = expr.dotted() {
+            let last = d.rsplit('.').next().unwrap_or(&d).to_ascii_lowercase();
+            if last.contains("cpu") || last.contains("host") {
+                return Target::Host;
+            }
+            if d.starts_with("torch.") && !d.contains("device") {
+                return Target::SameDevice;
+            }
+            if ["device", "dev", "gpu", "cuda", "rank"].iter().any(|k| last.contains(k)) {
+                return Target::Device;
+            }
+        }
+        match self.env.get(&expr.dotted().unwrap_or_default()) {
+            Some(Value::Tensors(_)) => Target::Device,
+            _ => Target::SameDevice,
+        }
+    }
+
+    fn method_call(&mut self, recv: Value, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+        match recv {
+            Value::Stream(s) => self.stream_method(s, method, args, keywords, span),
+            Value::Event(e) => self.event_method(e, method, args, keywords, span),
+            Value::Storage(buffers) => {
+                let vals = self.eval_args(args, keywords);
+                let to_zero = matches!(args.first(), Some(Expr::Constant { value: Constant::Int(0), .. }));
+                if method == "resize_" && to_zero {
+                    for buffer in buffers {
+                        self.b.push(OpKind::Release { buffer, cause: ReleaseCause::StorageResize }, span);
+                    }
+                }
+                drop(vals);
+                Value::Unknown
+            }
+            Value::Tensors(_) => self.tensor_method(recv, method, args, keywords, span),
+            Value::Param(_) if TENSOR_METHODS.contains(&method) || VIEW_METHODS.contains(&method) => {
+                self.tensor_method(recv, method, args, keywords, span)
+            }
+            _ => {
+                let vals = self.eval_args(args, keywords);
+                if ["append", "extend", "insert", "add", "put", "put_nowait", "appendleft", "setdefault", "update", "push"]
+                    .contains(&method)
+                {
+                    for v in &vals {
+                        self.escape(v, EscapeKind::Container, span);
+                    }
+                    return Value::Unknown;
+                }
+                if method == "record_stream" {
+                    // `obj.record_stream(s)` on something not known as a tensor: not ours to judge.
+                    return Value::Unknown;
+                }
+                self.opaque_call(vals, span, false)
+            }
+        }
+    }
+
+    fn stream_method(&mut self, s: StreamId, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+        let vals = self.eval_args(args, keywords);
+        let arg = args.first();
+        match method {
+            "wait_stream" => {
+                if let (Some(a), Some(v)) = (arg, vals.first()) {
+                    if let Some(other) = self.stream_of(v, a) {
+                        self.b.push(OpKind::WaitStream { waiter: s, waitee: other }, span);
+                    }
+                }
+                Value::Unknown
+            }
+            "wait_event" => {
+                if let Some(Value::Event(e)) = vals.first() {
+                    self.b.push(OpKind::WaitEvent { event: *e, stream: s }, span);
+                }
+                Value::Unknown
+            }
+            "record_event" => {
+                let e = match vals.first() {
+                    Some(Value::Event(e)) => *e,
+                    _ => {
+                        let name = self.value_name("event");
+                        self.event_at(span, &name)
+                    }
+                };
+                self.b.push(OpKind::RecordEvent { event: e, stream: s }, span);
+                Value::Event(e)
+            }
+            "synchronize" => {
+                self.b.push(OpKind::SyncStream { stream: s }, span);
+                Value::Unknown
+            }
+            "get" | "setdefault" | "__getitem__" => Value::Stream(s),
+            _ => Value::Unknown,
+        }
+    }
+
+    fn event_method(&mut self, e: EventId, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+        let vals = self.eval_args(args, keywords);
+        let stream_arg = args.first().or_else(|| Expr::keyword(keywords, "stream"));
+        let stream = match (stream_arg, vals.first()) {
+            (Some(a), Some(v)) => self.stream_of(v, a).unwrap_or(self.current),
+            _ => self.current,
+        };
+        match method {
+            "record" => drop(self.b.push(OpKind::RecordEvent { event: e, stream }, span)),
+            "wait" => drop(self.b.push(OpKind::WaitEvent { event: e, stream }, span)),
+            "synchronize" => drop(self.b.push(OpKind::SyncEvent { event: e }, span)),
+            _ => {}
+        }
+        Value::Unknown
+    }
+
+    fn tensor_method(&mut self, recv: Value, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+        let vals = self.eval_args(args, keywords);
+        let own = recv.buffers();
+        let arg_buffers: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+        let non_blocking = is_true(Expr::keyword(keywords, "non_blocking"))
+            || (method == "cuda" && matches!(args.get(1), Some(Expr::Constant { value: Constant::Bool(true), .. })));
+        let on_device = own.iter().all(|b| self.b.body().buffer(*b).memory == Memory::Device);
+        let known_device = on_device && matches!(recv, Value::Tensors(_));
+        match method {
+            "record_stream" => {
+                if let (Some(a), Some(v)) = (args.first(), vals.first()) {
+                    if let Some(s) = self.stream_of(v, a) {
+                        for &buffer in &own {
+                            self.b.push(OpKind::RecordStream { buffer, stream: s }, span);
+                        }
+                    }
+                }
+                Value::Unknown
+            }
+            "cuda" | "to" | "cpu" => {
+                let target = match method {
+                    "cuda" => Target::Device,
+                    "cpu" => Target::Host,
+                    _ => match args.first().or_else(|| Expr::keyword(keywords, "device")) {
+                        Some(d) if matches!(vals.first(), Some(Value::Tensors(_))) && args.first().is_some() => {
+                            let _ = d;
+                            Target::Device
+                        }
+                        Some(d) => self.target_of(d),
+                        None if non_blocking => Target::Device,
+                        None => Target::SameDevice,
+                    },
+                };
+                let name = self.value_name(&self.b.body().buffer(own[0]).name.clone());
+                match target {
+                    Target::Device if known_device => recv,
+                    Target::Device => {
+                        for &buffer in &own {
+                            self.b.push(OpKind::HostRead { buffer }, span);
+                        }
+                        self.produce(span, &name, Memory::Device, Production::HostToDevice { non_blocking })
+                    }
+                    Target::Host if !on_device => recv,
+                    Target::Host => {
+                        self.read_all(&own, span);
+                        let memory = if non_blocking { Memory::PinnedHost } else { Memory::PageableHost };
+                        let v = self.produce(span, &name, memory, Production::DeviceToHost { non_blocking });
+                        if !non_blocking {
+                            self.b.push(OpKind::SyncStream { stream: self.current }, span);
+                        }
+                        v
+                    }
+                    Target::SameDevice if known_device => {
+                        self.read_all(&own, span);
+                        self.produce(span, &name, Memory::Device, Production::Compute)
+                    }
+                    Target::SameDevice => recv,
+                }
+            }
+            "pin_memory" => {
+                let name = self.value_name("pinned");
+                self.produce(span, &name, Memory::PinnedHost, Production::Compute)
+            }
+            "untyped_storage" | "storage" => Value::Storage(own),
+            "copy_" => {
+                self.read_all(&arg_buffers, span);
+                self.write_all(&own, span);
+                if !on_device && !non_blocking && !arg_buffers.is_empty() {
+                    self.b.push(OpKind::SyncStream { stream: self.current }, span);
+                }
+                recv
+            }
+            "backward" => {
+                self.read_all(&own, span);
+                let grads = self.buffer_at(span, "grad", "gradients", Memory::Device, Owner::Caller);
+                self.b.push(OpKind::Produce { buffer: grads, stream: self.current, how: Production::Compute }, span);
+                self.env.insert(GRADIENTS.into(), Value::Tensors(vec![grads]));
+                Value::Unknown
+            }
+            m if HOST_READ_METHODS.contains(&m) => {
+                self.host_read(&recv, span);
+                Value::Unknown
+            }
+            m if VIEW_METHODS.contains(&m) => recv,
+            m if METADATA_METHODS.contains(&m) => Value::Unknown,
+            m if m.ends_with('_') && !m.starts_with('_') => {
+                self.read_all(&arg_buffers, span);
+                self.write_all(&own, span);
+                recv
+            }
+            _ => {
+                let mut inputs = own;
+                inputs.extend(arg_buffers);
+                self.read_all(&inputs, span);
+                let name = self.value_name("result");
+                self.produce(span, &name, Memory::Device, Production::Compute)
+            }
+        }
+    }
+}
+
+fn root_name(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Name { id, .. } => Some(id),
+        Expr::Attribute { value, .. } | Expr::Call { func: value, .. } | Expr::Subscript { value, .. } => root_name(value),
+        _ => None,
+    }
+}
+
+fn is_true(expr: Option<&Expr>) -> bool {
+    match expr {
+        Some(Expr::Constant { value: Constant::Bool(b), .. }) => *b,
+        Some(Expr::Constant { .. }) | None => false,
+        Some(_) => true,
+    }
+}
+

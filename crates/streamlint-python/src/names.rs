@@ -1,0 +1,72 @@
+//! Import resolution: what a dotted name in this module refers to.
+
+use std::collections::HashMap;
+
+use crate::syntax::{Expr, Stmt};
+
+/// Names bound by the module's imports, mapped to what they import.
+#[derive(Clone, Debug, Default)]
+pub struct Imports {
+    bound: HashMap<String, String>,
+}
+
+impl Imports {
+    /// Collect the imports of a module, at any depth (functions often import locally).
+    pub fn collect(stmts: &[Stmt]) -> Imports {
+        let mut imports = Imports::default();
+        imports.visit(stmts);
+        imports
+    }
+
+    fn visit(&mut self, stmts: &[Stmt]) {
+        for s in stmts {
+            match s {
+                Stmt::Import { names, .. } => {
+                    for (module, alias) in names {
+                        match alias {
+                            Some(a) => self.bound.insert(a.clone(), module.clone()),
+                            None => {
+                                let top = module.split('.').next().unwrap_or(module).to_string();
+                                self.bound.insert(top.clone(), top)
+                            }
+                        };
+                    }
+                }
+                Stmt::ImportFrom { module, names, .. } => {
+                    for (name, alias) in names {
+                        let bound = alias.clone().unwrap_or_else(|| name.clone());
+                        self.bound.insert(bound, format!("{module}.{name}"));
+                    }
+                }
+                Stmt::Def(f) => self.visit(&f.body),
+                Stmt::Class(c) => self.visit(&c.body),
+                Stmt::If { body, orelse, .. }
+                | Stmt::For { body, orelse, .. }
+                | Stmt::While { body, orelse, .. } => {
+                    self.visit(body);
+                    self.visit(orelse);
+                }
+                Stmt::With { body, .. } => self.visit(body),
+                Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+                    self.visit(body);
+                    handlers.iter().for_each(|h| self.visit(h));
+                    self.visit(orelse);
+                    self.visit(finalbody);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// The qualified name of an expression: `th.cuda.Stream` → `torch.cuda.Stream`, and calls in
+    /// the chain keep their parentheses: `get_accelerator().Stream` →
+    /// `deepspeed.accelerator.get_accelerator().Stream`.
+    pub fn qualify(&self, expr: &Expr) -> Option<String> {
+        match expr {
+            Expr::Name { id, .. } => Some(self.bound.get(id).cloned().unwrap_or_else(|| id.clone())),
+            Expr::Attribute { value, attr, .. } => self.qualify(value).map(|v| format!("{v}.{attr}")),
+            Expr::Call { func, .. } => self.qualify(func).map(|f| format!("{f}()")),
+            _ => None,
+        }
+    }
+}

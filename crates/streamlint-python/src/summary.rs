@@ -1,0 +1,178 @@
+//! Per-class summaries: what each `self.x` holds, from whichever method assigns it, and what each
+//! method does to the object's streams. A class is one unit of analysis: a tensor staged on a side
+//! stream in `preload()` and handed out in `next()` is the same value.
+
+use std::collections::{HashMap, HashSet};
+
+use crate::api::{ApiCall, ApiModel};
+use crate::names::Imports;
+use crate::syntax::{Constant, Expr, Stmt};
+
+/// What an attribute of `self` holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AttrKind {
+    /// A stream created for the object.
+    Stream,
+    /// The stream that was current when it was assigned (usually the default stream).
+    AmbientStream,
+    /// A dict or list of streams (per-device caches).
+    StreamCache,
+    Event,
+    /// A tensor produced while the stream named by the dotted expression was current.
+    Tensor { stream: String },
+    PinnedHost,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct MethodSummary {
+    /// Attributes the method assigns, with what they hold.
+    pub assigns: Vec<(String, AttrKind)>,
+    /// Stream attributes the method makes the current stream wait on (or synchronizes).
+    pub waits_on: HashSet<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct ClassSummary {
+    pub attrs: HashMap<String, AttrKind>,
+    pub methods: HashMap<String, MethodSummary>,
+}
+
+impl ClassSummary {
+    pub fn build(body: &[Stmt], api: &ApiModel, imports: &Imports) -> ClassSummary {
+        let mut summary = ClassSummary::default();
+        for stmt in body {
+            if let Stmt::Def(f) = stmt {
+                let mut scan = Scan { api, imports, with_streams: Vec::new(), method: MethodSummary::default() };
+                scan.stmts(&f.body);
+                for (attr, kind) in &scan.method.assigns {
+                    let known = summary.attrs.get(attr);
+                    let stronger = matches!(kind, AttrKind::Stream | AttrKind::Event | AttrKind::StreamCache);
+                    if known.is_none() || stronger {
+                        summary.attrs.insert(attr.clone(), kind.clone());
+                    }
+                }
+                summary.methods.insert(f.name.clone(), scan.method);
+            }
+        }
+        summary
+    }
+
+    /// Does some method other than `except` make the current stream wait on `stream`?
+    pub fn waited_elsewhere(&self, stream: &str, except: &str) -> bool {
+        self.methods.iter().any(|(name, m)| name != except && m.waits_on.contains(stream))
+    }
+}
+
+struct Scan<'a> {
+    api: &'a ApiModel,
+    imports: &'a Imports,
+    /// Dotted stream expressions of the enclosing `with torch.cuda.stream(..)` blocks.
+    with_streams: Vec<String>,
+    method: MethodSummary,
+}
+
+impl Scan<'_> {
+    fn call_kind(&self, expr: &Expr) -> Option<ApiCall> {
+        match expr {
+            Expr::Call { func, .. } => self.imports.qualify(func).and_then(|q| self.api.classify(&q)),
+            _ => None,
+        }
+    }
+
+    fn stmts(&mut self, stmts: &[Stmt]) {
+        for s in stmts {
+            self.stmt(s);
+        }
+    }
+
+    fn stmt(&mut self, stmt: &Stmt) {
+        match stmt {
+            Stmt::Assign { targets, value, .. } => {
+                for t in targets {
+                    self.assign(t, value);
+                }
+                self.expr(value);
+            }
+            Stmt::Expr(e) => self.expr(e),
+            Stmt::With { items, body, .. } => {
+                let pushed = items
+                    .iter()
+                    .filter_map(|i| match (&i.context, self.call_kind(&i.context)) {
+                        (Expr::Call { args, .. }, Some(ApiCall::StreamContext)) => args.first().and_then(Expr::dotted),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>();
+                let n = pushed.len();
+                self.with_streams.extend(pushed);
+                self.stmts(body);
+                self.with_streams.truncate(self.with_streams.len() - n);
+            }
+            Stmt::If { body, orelse, .. } | Stmt::For { body, orelse, .. } | Stmt::While { body, orelse, .. } => {
+                self.stmts(body);
+                self.stmts(orelse);
+            }
+            Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+                self.stmts(body);
+                handlers.iter().for_each(|h| self.stmts(h));
+                self.stmts(orelse);
+                self.stmts(finalbody);
+            }
+            Stmt::Match { cases, .. } => cases.iter().for_each(|c| self.stmts(c)),
+            _ => {}
+        }
+    }
+
+    fn assign(&mut self, target: &Expr, value: &Expr) {
+        let (attr, cache) = match target {
+            Expr::Attribute { .. } => (target.dotted(), false),
+            Expr::Subscript { value: container, .. } => (container.dotted(), true),
+            _ => (None, false),
+        };
+        let Some(attr) = attr.filter(|a| a.starts_with("self.")) else { return };
+        let kind = match self.call_kind(value) {
+            Some(ApiCall::StreamFactory) if cache => Some(AttrKind::StreamCache),
+            Some(ApiCall::StreamFactory) => Some(AttrKind::Stream),
+            Some(ApiCall::CurrentStream | ApiCall::DefaultStream) => Some(AttrKind::AmbientStream),
+            Some(ApiCall::EventFactory) => Some(AttrKind::Event),
+            _ if is_method_call(value, "record_event") => Some(AttrKind::Event),
+            _ if is_method_call(value, "pin_memory") => Some(AttrKind::PinnedHost),
+            _ if cache => None,
+            _ => match (self.with_streams.last(), value) {
+                (Some(_), Expr::Constant { .. } | Expr::Collection { .. }) => None,
+                (Some(stream), _) => Some(AttrKind::Tensor { stream: stream.clone() }),
+                (None, _) => None,
+            },
+        };
+        if let Some(kind) = kind {
+            self.method.assigns.push((attr, kind));
+        }
+    }
+
+    fn expr(&mut self, expr: &Expr) {
+        let Expr::Call { func, args, .. } = expr else { return };
+        let Expr::Attribute { value: receiver, attr, .. } = func.as_ref() else { return };
+        let outside_side_stream = self.with_streams.is_empty();
+        match attr.as_str() {
+            "wait_stream" if outside_side_stream => {
+                if let Some(s) = args.first().and_then(Expr::dotted) {
+                    self.method.waits_on.insert(s);
+                }
+            }
+            "synchronize" => {
+                if let Some(s) = receiver.dotted() {
+                    self.method.waits_on.insert(s);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn is_method_call(expr: &Expr, method: &str) -> bool {
+    matches!(expr, Expr::Call { func, .. } if matches!(func.as_ref(), Expr::Attribute { attr, .. } if attr == method))
+}
+
+/// A constant that can never be a tensor.
+pub fn is_literal(expr: &Expr) -> bool {
+    matches!(expr, Expr::Constant { value: Constant::None | Constant::Number | Constant::Int(_) | Constant::Bool(_) | Constant::Str(_), .. })
+}

@@ -1,0 +1,156 @@
+//! The small Python syntax tree the frontend lowers from. It keeps only what stream analysis
+//! needs and normalizes async and sync forms, so the parser behind `parser.rs` can be replaced
+//! without touching the lowering.
+
+use streamlint_graph::Span;
+
+#[derive(Clone, Debug)]
+pub enum Stmt {
+    Def(FunctionDef),
+    Class(ClassDef),
+    Return { value: Option<Expr>, span: Span },
+    Delete { targets: Vec<Expr>, span: Span },
+    /// `a = b = value`, `a: T = value`, and `a += value` (with `augmented`).
+    Assign { targets: Vec<Expr>, value: Expr, augmented: bool, span: Span },
+    For { target: Expr, iter: Expr, body: Vec<Stmt>, orelse: Vec<Stmt>, span: Span },
+    While { test: Expr, body: Vec<Stmt>, orelse: Vec<Stmt>, span: Span },
+    If { test: Expr, body: Vec<Stmt>, orelse: Vec<Stmt>, span: Span },
+    With { items: Vec<WithItem>, body: Vec<Stmt>, span: Span },
+    Try { body: Vec<Stmt>, handlers: Vec<Vec<Stmt>>, orelse: Vec<Stmt>, finalbody: Vec<Stmt>, span: Span },
+    /// `match` with the bodies of its cases.
+    Match { subject: Expr, cases: Vec<Vec<Stmt>>, span: Span },
+    Raise { span: Span },
+    /// `import a.b as c`: (module path, bound name).
+    Import { names: Vec<(String, Option<String>)>, span: Span },
+    /// `from m import a as b`: module, (name, bound name).
+    ImportFrom { module: String, names: Vec<(String, Option<String>)>, span: Span },
+    Expr(Expr),
+    Break { span: Span },
+    Continue { span: Span },
+    /// `pass`, `global`, `assert`, type aliases: nothing the analysis follows.
+    Other { span: Span },
+}
+
+#[derive(Clone, Debug)]
+pub struct FunctionDef {
+    pub name: String,
+    pub params: Vec<Param>,
+    pub decorators: Vec<Expr>,
+    pub body: Vec<Stmt>,
+    pub span: Span,
+    /// The `def name(...)` header, for messages about the function as a whole.
+    pub name_span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub name: String,
+    pub default: Option<Expr>,
+    pub annotation: Option<Expr>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClassDef {
+    pub name: String,
+    pub bases: Vec<Expr>,
+    pub body: Vec<Stmt>,
+    pub span: Span,
+}
+
+#[derive(Clone, Debug)]
+pub struct WithItem {
+    pub context: Expr,
+    pub var: Option<Expr>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Keyword {
+    pub name: Option<String>,
+    pub value: Expr,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Constant {
+    Str(String),
+    Bool(bool),
+    None,
+    Int(i64),
+    Number,
+    Other,
+}
+
+/// What kind of operator combines an [`Expr::Operator`]'s operands.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Operator {
+    /// Arithmetic, bitwise, matmul, unary minus: a tensor op when an operand is a tensor.
+    Arithmetic,
+    /// Comparisons: elementwise on tensors.
+    Compare,
+    /// `and`, `or`, `not`: truth tests, which read a tensor on the host.
+    Logical,
+}
+
+#[derive(Clone, Debug)]
+pub enum Expr {
+    Name { id: String, span: Span },
+    Attribute { value: Box<Expr>, attr: String, span: Span },
+    Call { func: Box<Expr>, args: Vec<Expr>, keywords: Vec<Keyword>, span: Span },
+    Constant { value: Constant, span: Span },
+    Operator { op: Operator, operands: Vec<Expr>, span: Span },
+    Subscript { value: Box<Expr>, index: Box<Expr>, span: Span },
+    /// Tuple, list, set, dict (keys and values flattened).
+    Collection { elts: Vec<Expr>, span: Span },
+    Starred { value: Box<Expr>, span: Span },
+    Yield { value: Option<Box<Expr>>, span: Span },
+    Await { value: Box<Expr>, span: Span },
+    IfExp { test: Box<Expr>, body: Box<Expr>, orelse: Box<Expr>, span: Span },
+    NamedExpr { target: Box<Expr>, value: Box<Expr>, span: Span },
+    /// Comprehensions, lambdas, f-strings, slices: their sub-expressions, evaluated in order; the
+    /// first `value_parts` of them make the expression's value (a comprehension's elements).
+    Opaque { parts: Vec<Expr>, value_parts: usize, span: Span },
+}
+
+impl Expr {
+    pub fn span(&self) -> Span {
+        match self {
+            Expr::Name { span, .. }
+            | Expr::Attribute { span, .. }
+            | Expr::Call { span, .. }
+            | Expr::Constant { span, .. }
+            | Expr::Operator { span, .. }
+            | Expr::Subscript { span, .. }
+            | Expr::Collection { span, .. }
+            | Expr::Starred { span, .. }
+            | Expr::Yield { span, .. }
+            | Expr::Await { span, .. }
+            | Expr::IfExp { span, .. }
+            | Expr::NamedExpr { span, .. }
+            | Expr::Opaque { span, .. } => *span,
+        }
+    }
+
+    /// `a.b.c` as a dotted string when the expression is a plain name chain.
+    pub fn dotted(&self) -> Option<String> {
+        match self {
+            Expr::Name { id, .. } => Some(id.clone()),
+            Expr::Attribute { value, attr, .. } => value.dotted().map(|v| format!("{v}.{attr}")),
+            _ => None,
+        }
+    }
+
+    pub fn keyword<'k>(keywords: &'k [Keyword], name: &str) -> Option<&'k Expr> {
+        keywords.iter().find(|k| k.name.as_deref() == Some(name)).map(|k| &k.value)
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Expr::Constant { value: Constant::Str(s), .. } => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn is_none(&self) -> bool {
+        matches!(self, Expr::Constant { value: Constant::None, .. })
+    }
+}

@@ -1,0 +1,128 @@
+//! The rules: each one reads the analysed graph of a body and reports the hazards it knows.
+//! Rules never see syntax; names and fix spellings come from the graph's entities.
+
+mod catalog;
+mod lifetime;
+mod ordering;
+mod record;
+mod transfer;
+
+use std::collections::HashSet;
+
+use streamlint_graph::{Analysis, Body, BufferId, BufferState, Op, OpId, Production, Span, State};
+
+pub use catalog::{rule, RuleInfo, PARSE_ERROR, RULES};
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+/// A secondary location with its own message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Label {
+    pub span: Span,
+    pub message: String,
+}
+
+/// One reported problem, located in the source the body was lowered from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Finding {
+    pub code: &'static str,
+    pub severity: Severity,
+    pub message: String,
+    /// Where the hazard becomes real.
+    pub span: Span,
+    pub labels: Vec<Label>,
+    /// The minimal change that removes the hazard, in words and code.
+    pub help: Option<String>,
+}
+
+/// What a rule sees while the analysis walks a body.
+pub struct Context<'b> {
+    pub body: &'b Body,
+    findings: Vec<Finding>,
+    /// (code, buffer) pairs already reported: one finding per root cause.
+    reported: HashSet<(&'static str, BufferId)>,
+}
+
+impl<'b> Context<'b> {
+    /// Report once per rule and buffer.
+    fn report_once(&mut self, buffer: BufferId, finding: Finding) {
+        if self.reported.insert((finding.code, buffer)) {
+            self.findings.push(finding);
+        }
+    }
+
+    fn report(&mut self, finding: Finding) {
+        self.findings.push(finding);
+    }
+
+    fn span(&self, op: OpId) -> Span {
+        self.body.op(op).span
+    }
+
+    fn stream_name(&self, s: streamlint_graph::StreamId) -> &str {
+        &self.body.stream(s).display
+    }
+
+    fn buffer_name(&self, b: BufferId) -> &str {
+        &self.body.buffer(b).name
+    }
+
+    fn record_stream_fix(&self, b: BufferId, s: streamlint_graph::StreamId) -> String {
+        let body = self.body;
+        body.spell(body.spelling.record_stream, &[("buffer", self.buffer_name(b)), ("stream", &body.stream(s).expr)])
+    }
+
+    fn wait_stream_fix(&self, waiter: streamlint_graph::StreamId, waitee: streamlint_graph::StreamId) -> String {
+        let body = self.body;
+        body.spell(
+            body.spelling.wait_stream,
+            &[("waiter", &body.stream(waiter).expr), ("waitee", &body.stream(waitee).expr)],
+        )
+    }
+}
+
+/// A rule visits every reachable op with the state before it.
+trait Rule {
+    fn code(&self) -> &'static str;
+    fn visit(&self, cx: &mut Context<'_>, id: OpId, op: &Op, state: &State);
+}
+
+/// A tensor copied from the host while a side stream was current: SL004 owns its hazards.
+fn is_side_stream_transfer(body: &Body, b: &BufferState) -> bool {
+    matches!(b.how, Production::HostToDevice { .. }) && b.alloc_stream != body.ambient
+}
+
+/// Run every enabled rule over one body.
+pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
+    let all: [&dyn Rule; 4] =
+        [&lifetime::MissingRecordStream, &record::RecordStreamWrongStream, &ordering::MissingStreamWait, &transfer::TransferInSideStream];
+    let rules: Vec<&dyn Rule> = all.into_iter().filter(|r| enabled(r.code())).collect();
+    if rules.is_empty() || body.ops.is_empty() {
+        return Vec::new();
+    }
+    let mut cx = Context { body, findings: Vec::new(), reported: HashSet::new() };
+    Analysis::run(body).walk(|id, op, state| {
+        for rule in &rules {
+            rule.visit(&mut cx, id, op, state);
+        }
+    });
+    let mut findings = cx.findings;
+    findings.sort_by_key(|f| (f.span, f.code));
+    findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
+    findings
+}

@@ -1,0 +1,112 @@
+//! SL001 missing-record-stream: memory used on another stream goes back to the allocator while
+//! that stream's work may still be pending.
+
+use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, Owner, Span, State, StreamId};
+
+use crate::{is_side_stream_transfer, Context, Finding, Label, Rule, Severity};
+
+pub struct MissingRecordStream;
+
+impl Rule for MissingRecordStream {
+    fn code(&self) -> &'static str {
+        "SL001"
+    }
+
+    fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
+        match op.kind {
+            OpKind::Release { buffer, .. } => self.check_release(cx, state, buffer, op.span, None),
+            OpKind::ScopeEnd => {
+                let locals: Vec<BufferId> = state
+                    .live_buffers()
+                    .filter(|(id, b)| !b.escaped && cx.body.buffer(*id).owner == Owner::Local)
+                    .map(|(id, _)| id)
+                    .collect();
+                for buffer in locals {
+                    self.check_release(cx, state, buffer, op.span, Some(op.span));
+                }
+            }
+            OpKind::Escape { buffer, kind: EscapeKind::Caller } => self.check_hand_off(cx, state, buffer, op.span),
+            _ => {}
+        }
+    }
+}
+
+impl MissingRecordStream {
+    /// A release (explicit, or at scope end when `scope_end` is the function's header).
+    fn check_release(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, span: Span, scope_end: Option<Span>) {
+        let Some(b) = state.buffer(buffer) else { return };
+        if b.escaped || is_side_stream_transfer(cx.body, b) {
+            return;
+        }
+        let uncovered = state.uncovered_uses(buffer);
+        let Some(&(user, last_use)) = uncovered.iter().max_by_key(|(_, u)| *u) else { return };
+        let name = cx.buffer_name(buffer).to_string();
+        let alloc = b.alloc_stream;
+        let (primary, how) = match scope_end {
+            Some(_) => (cx.span(last_use), format!("`{name}` is freed when the function returns")),
+            None => (span, format!("`{name}` is freed here")),
+        };
+        let mut labels = vec![Label {
+            span: cx.span(b.produced_at),
+            message: format!("allocated on {}", cx.stream_name(alloc)),
+        }];
+        for &(s, u) in &uncovered {
+            if cx.span(u) != primary {
+                labels.push(Label { span: cx.span(u), message: format!("used on {} here", cx.stream_name(s)) });
+            }
+        }
+        if let Some(end) = scope_end {
+            labels.push(Label { span: end, message: "freed at the end of this function".into() });
+        }
+        let finding = Finding {
+            code: "SL001",
+            severity: Severity::Error,
+            message: format!(
+                "{how} while {} may still be using it: its memory returns to {}'s pool and can be reused before that work finishes",
+                cx.stream_name(user),
+                cx.stream_name(alloc)
+            ),
+            span: primary,
+            labels,
+            help: Some(format!(
+                "call `{}` before the tensor is freed, or make {} wait for {} first (`{}`)",
+                cx.record_stream_fix(buffer, user),
+                cx.stream_name(alloc),
+                cx.stream_name(user),
+                cx.wait_stream_fix(alloc, user)
+            )),
+        };
+        cx.report_once(buffer, finding);
+    }
+
+    /// A side-stream tensor handed to the caller after the function ordered the current stream
+    /// after it: the caller will use and free it on the current stream, which the allocator does
+    /// not know about.
+    fn check_hand_off(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, span: Span) {
+        let Some(b) = state.buffer(buffer) else { return };
+        let ambient: StreamId = cx.body.ambient;
+        if b.alloc_stream == ambient || b.recorded.contains(&ambient) || is_side_stream_transfer(cx.body, b) {
+            return;
+        }
+        let ordered = state.unordered_writes(buffer, ambient).is_empty();
+        let handed_off = b.writes.iter().any(|&(_, w)| state.handed_off(w));
+        if !ordered || handed_off {
+            return;
+        }
+        let name = cx.buffer_name(buffer).to_string();
+        let alloc = b.alloc_stream;
+        let finding = Finding {
+            code: "SL001",
+            severity: Severity::Error,
+            message: format!(
+                "`{name}` was allocated on {} and is handed to the caller, who uses it on the current stream; without `record_stream` its memory returns to {}'s pool as soon as the caller drops it",
+                cx.stream_name(alloc),
+                cx.stream_name(alloc)
+            ),
+            span,
+            labels: vec![Label { span: cx.span(b.produced_at), message: format!("allocated on {}", cx.stream_name(alloc)) }],
+            help: Some(format!("call `{}` before returning it", cx.record_stream_fix(buffer, ambient))),
+        };
+        cx.report_once(buffer, finding);
+    }
+}

@@ -1,0 +1,84 @@
+//! SL003 missing-stream-wait: a stream uses a tensor another stream writes (or reads, for a
+//! write) with no ordering edge in between; and waits that order nothing.
+
+use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, State, StreamId};
+
+use crate::{is_side_stream_transfer, Context, Finding, Label, Rule, Severity};
+
+pub struct MissingStreamWait;
+
+impl Rule for MissingStreamWait {
+    fn code(&self) -> &'static str {
+        "SL003"
+    }
+
+    fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
+        match op.kind {
+            OpKind::WaitStream { waiter, waitee } if waiter == waitee => {
+                let s = cx.stream_name(waiter).to_string();
+                cx.report(Finding {
+                    code: "SL003",
+                    severity: Severity::Error,
+                    message: format!("{s} waits on itself: inside its own stream context the current stream is {s}, so this wait orders nothing"),
+                    span: op.span,
+                    labels: Vec::new(),
+                    help: Some("take the stream to wait on before entering the stream context (`cur = torch.cuda.current_stream()` outside the `with`), or move the wait before the `with`".into()),
+                });
+            }
+            OpKind::Read { buffer, stream } => self.check_use(cx, state, buffer, stream, op, false),
+            OpKind::Write { buffer, stream } => self.check_use(cx, state, buffer, stream, op, true),
+            OpKind::Escape { buffer, kind: EscapeKind::Caller } => {
+                self.check_use(cx, state, buffer, cx.body.ambient, op, false)
+            }
+            _ => {}
+        }
+    }
+}
+
+impl MissingStreamWait {
+    fn check_use(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, consumer: StreamId, op: &Op, write: bool) {
+        let Some(b) = state.buffer(buffer) else { return };
+        if is_side_stream_transfer(cx.body, b) {
+            return;
+        }
+        let mut races = state.unordered_writes(buffer, consumer);
+        let raw = !races.is_empty();
+        if write {
+            races.extend(state.unordered_reads(buffer, consumer));
+        }
+        let Some(&(producer, access)) = races.first() else { return };
+        // A self-wait on the consumer is the root cause; it is reported where it stands.
+        if state.noop_wait(consumer).is_some() {
+            return;
+        }
+        let name = cx.buffer_name(buffer).to_string();
+        let (c, p) = (cx.stream_name(consumer).to_string(), cx.stream_name(producer).to_string());
+        let returned = matches!(op.kind, OpKind::Escape { .. });
+        let message = if returned {
+            format!("`{name}` is returned to the caller, who uses it on {c}, but {c} never waits for {p}, which produces it")
+        } else if raw {
+            format!("`{name}` is {} on {c} but was written on {p} with no wait in between: {c} can run before {p} has finished", if write { "written" } else { "read" })
+        } else {
+            format!("`{name}` is overwritten on {c} while {p} may still be reading it: nothing orders {c} after that read")
+        };
+        let mut labels = vec![Label {
+            span: cx.span(access),
+            message: format!("{} on {p} here", if raw { "written" } else { "read" }),
+        }];
+        if let Some(w) = state.last_wait(consumer) {
+            labels.push(Label { span: cx.span(w), message: format!("this wait does not cover the {} on {p}", if raw { "write" } else { "read" }) });
+        }
+        cx.report_once(buffer, Finding {
+            code: "SL003",
+            severity: Severity::Error,
+            message,
+            span: op.span,
+            labels,
+            help: Some(format!(
+                "make {c} wait for {p} after the {} and before this use: `{}` (or wait on an event recorded on {p} after it)",
+                if raw { "write" } else { "read" },
+                cx.wait_stream_fix(consumer, producer)
+            )),
+        });
+    }
+}

@@ -1,0 +1,84 @@
+//! SL002 record-stream-wrong-stream: a `record_stream` that protects nothing.
+
+use streamlint_graph::{Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, State, StreamId, StreamOrigin};
+
+use crate::{Context, Finding, Label, Rule, Severity};
+
+pub struct RecordStreamWrongStream;
+
+impl Rule for RecordStreamWrongStream {
+    fn code(&self) -> &'static str {
+        "SL002"
+    }
+
+    fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
+        let OpKind::RecordStream { buffer, stream } = op.kind else { return };
+        let Some(b) = state.buffer(buffer) else { return };
+        let name = cx.buffer_name(buffer).to_string();
+        let alloc = b.alloc_stream;
+        let alloc_label = Label { span: cx.span(b.produced_at), message: format!("allocated on {}", cx.stream_name(alloc)) };
+        let (message, help) = if cx.body.buffer(buffer).memory != Memory::Device {
+            (
+                format!("`record_stream` on `{name}`, a host tensor: only device memory from the caching allocator can be recorded, and a CPU tensor raises at run time"),
+                "remove the call; if a non-blocking copy reads this buffer, keep the buffer alive until an event recorded after the copy has completed".to_string(),
+            )
+        } else if stream == alloc {
+            (
+                format!("`record_stream` of {} on `{name}` does nothing: `{name}` was allocated on that stream, and the allocator ignores uses on the allocation stream", cx.stream_name(stream)),
+                consumer_help(cx, buffer, alloc),
+            )
+        } else if !used_on(cx.body, buffer, stream) && knows_all_uses(cx.body, buffer, stream) {
+            (
+                format!("`record_stream` of {} on `{name}`, which is never used on that stream", cx.stream_name(stream)),
+                consumer_help(cx, buffer, alloc),
+            )
+        } else {
+            return;
+        };
+        cx.report(Finding {
+            code: "SL002",
+            severity: Severity::Error,
+            message,
+            span: op.span,
+            labels: vec![alloc_label],
+            help: Some(help),
+        });
+    }
+}
+
+/// Suggest recording the stream(s) that really use the buffer.
+fn consumer_help(cx: &Context<'_>, buffer: BufferId, alloc: StreamId) -> String {
+    let consumers: Vec<StreamId> = streams_using(cx.body, buffer).into_iter().filter(|s| *s != alloc).collect();
+    match consumers.first() {
+        Some(&c) => format!("record the stream that consumes it: `{}`", cx.record_stream_fix(buffer, c)),
+        None => "record the stream that consumes the tensor, not the one that allocated it".to_string(),
+    }
+}
+
+/// Every stream the body uses the buffer on (the caller's stream for returned values).
+fn streams_using(body: &Body, buffer: BufferId) -> Vec<StreamId> {
+    let mut out = Vec::new();
+    for (_, op) in body.ops_iter() {
+        let s = match op.kind {
+            OpKind::Read { buffer: b, stream } | OpKind::Write { buffer: b, stream } if b == buffer => stream,
+            OpKind::Escape { buffer: b, kind: EscapeKind::Caller } if b == buffer => body.ambient,
+            _ => continue,
+        };
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+fn used_on(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
+    streams_using(body, buffer).contains(&stream)
+}
+
+/// Can the body see every use of the buffer on `stream`? Not when the value leaves the body
+/// (other code may use it there) or the stream came from elsewhere.
+fn knows_all_uses(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
+    let leaves = body.ops_iter().any(|(_, op)| matches!(op.kind, OpKind::Escape { buffer: b, .. } if b == buffer));
+    let local_stream = matches!(body.stream(stream).origin, StreamOrigin::Created | StreamOrigin::Ambient | StreamOrigin::Attribute);
+    !leaves && local_stream
+}

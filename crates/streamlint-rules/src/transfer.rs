@@ -1,0 +1,108 @@
+//! SL004 transfer-in-side-stream: a host-to-device copy made while a side stream is current,
+//! whose result is used elsewhere without a wait, or freed without `record_stream` of the stream
+//! that consumed it.
+
+use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, Owner, State, StreamId};
+
+use crate::{is_side_stream_transfer, Context, Finding, Label, Rule, Severity};
+
+pub struct TransferInSideStream;
+
+impl Rule for TransferInSideStream {
+    fn code(&self) -> &'static str {
+        "SL004"
+    }
+
+    fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
+        match op.kind {
+            OpKind::Read { buffer, stream } | OpKind::Write { buffer, stream } => {
+                self.check_wait(cx, state, buffer, stream, op, false);
+            }
+            OpKind::Escape { buffer, kind: EscapeKind::Caller } => {
+                let ambient = cx.body.ambient;
+                if !self.check_wait(cx, state, buffer, ambient, op, true) {
+                    self.check_record(cx, state, buffer, op, &[ambient]);
+                }
+            }
+            OpKind::Release { buffer, .. } => {
+                let users: Vec<StreamId> = state.uncovered_uses(buffer).into_iter().map(|(s, _)| s).collect();
+                self.check_record(cx, state, buffer, op, &users);
+            }
+            OpKind::ScopeEnd => {
+                let locals: Vec<BufferId> = state
+                    .live_buffers()
+                    .filter(|(id, b)| !b.escaped && cx.body.buffer(*id).owner == Owner::Local)
+                    .map(|(id, _)| id)
+                    .collect();
+                for buffer in locals {
+                    let uncovered = state.uncovered_uses(buffer);
+                    if let Some(&(_, last)) = uncovered.iter().max_by_key(|(_, u)| *u) {
+                        let users: Vec<StreamId> = uncovered.iter().map(|(s, _)| *s).collect();
+                        let at = Op { kind: op.kind.clone(), span: cx.span(last) };
+                        self.check_record(cx, state, buffer, &at, &users);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl TransferInSideStream {
+    /// The copy's result used on another stream before that stream waited for the copy.
+    fn check_wait(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, consumer: StreamId, op: &Op, returned: bool) -> bool {
+        let Some(b) = state.buffer(buffer) else { return false };
+        if !is_side_stream_transfer(cx.body, b) || state.unordered_writes(buffer, consumer).is_empty() {
+            return false;
+        }
+        let name = cx.buffer_name(buffer).to_string();
+        let (side, c) = (cx.stream_name(b.alloc_stream).to_string(), cx.stream_name(consumer).to_string());
+        let recorded = records(cx, buffer, consumer);
+        let missing = if recorded { "a wait".to_string() } else { format!("a wait and `record_stream` of {c}") };
+        let use_text = if returned { format!("returned to the caller, who uses it on {c}") } else { format!("used on {c}") };
+        cx.report_once(buffer, Finding {
+            code: "SL004",
+            severity: Severity::Error,
+            message: format!("`{name}` is copied to the device on {side} and {use_text} without {missing}: {c} can read it before the copy has landed"),
+            span: op.span,
+            labels: vec![Label { span: cx.span(b.produced_at), message: format!("copied on {side} here") }],
+            help: Some(fix(cx, buffer, b.alloc_stream, consumer, recorded)),
+        });
+        true
+    }
+
+    /// The copy's result freed (or handed out) while consumers other than the side stream are
+    /// unknown to the allocator.
+    fn check_record(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, op: &Op, users: &[StreamId]) {
+        let Some(b) = state.buffer(buffer) else { return };
+        if !is_side_stream_transfer(cx.body, b) || b.escaped {
+            return;
+        }
+        let Some(&consumer) = users.iter().find(|s| **s != b.alloc_stream && !b.recorded.contains(s)) else { return };
+        let name = cx.buffer_name(buffer).to_string();
+        let (side, c) = (cx.stream_name(b.alloc_stream).to_string(), cx.stream_name(consumer).to_string());
+        let what = if matches!(op.kind, OpKind::Escape { .. }) { "handed to the caller" } else { "freed" };
+        cx.report_once(buffer, Finding {
+            code: "SL004",
+            severity: Severity::Error,
+            message: format!("`{name}` is copied to the device on {side}, used on {c} and {what} without `record_stream` of {c}: its memory returns to {side}'s pool while {c} may still read it"),
+            span: op.span,
+            labels: vec![Label { span: cx.span(b.produced_at), message: format!("copied on {side} here") }],
+            help: Some(fix(cx, buffer, b.alloc_stream, consumer, false)),
+        });
+    }
+}
+
+fn records(cx: &Context<'_>, buffer: BufferId, stream: StreamId) -> bool {
+    cx.body.ops_iter().any(|(_, op)| op.kind == OpKind::RecordStream { buffer, stream })
+}
+
+fn fix(cx: &Context<'_>, buffer: BufferId, side: StreamId, consumer: StreamId, recorded: bool) -> String {
+    let wait = cx.wait_stream_fix(consumer, side);
+    let record = cx.record_stream_fix(buffer, consumer);
+    if recorded {
+        format!("after the side-stream block, call `{wait}` before using the tensor")
+    } else {
+        format!("after the side-stream block, call `{wait}` and `{record}` before using the tensor")
+    }
+}

@@ -1,0 +1,122 @@
+//! The command-line interface: argument parsing, the `check`, `rule` and `rules` commands, and
+//! exit codes (0 clean, 1 findings, 2 when the run cannot proceed as asked).
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use streamlint_linter::{check_files, discover, Selection, Settings};
+use streamlint_render::{render, FileFindings, Format};
+
+#[derive(Parser, Debug)]
+#[command(name = "streamlint", version, about = "Find CUDA stream-lifetime bugs in PyTorch code")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Check files or directories (default: the current directory).
+    Check(CheckArgs),
+    /// Print the documentation of one rule.
+    Rule {
+        /// A rule code (SL001) or name (missing-record-stream).
+        code: String,
+    },
+    /// List every rule.
+    Rules,
+}
+
+#[derive(clap::Args, Debug)]
+struct CheckArgs {
+    /// Files or directories to check.
+    paths: Vec<PathBuf>,
+    /// Output format: full, concise or json.
+    #[arg(long, default_value = "full", value_parser = clap::builder::PossibleValuesParser::new(Format::NAMES))]
+    output_format: String,
+    /// Only report these rules (codes, prefixes, names or ALL), comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    select: Vec<String>,
+    /// Do not report these rules, comma-separated.
+    #[arg(long, value_delimiter = ',')]
+    ignore: Vec<String>,
+    /// Exit with 0 even when there are findings.
+    #[arg(long)]
+    exit_zero: bool,
+    /// Check files that .gitignore excludes too.
+    #[arg(long)]
+    no_respect_gitignore: bool,
+}
+
+/// Run the command line `args` (including the program name); returns the exit code.
+pub fn run<I, T>(args: I, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { 2 } else { 0 };
+            let text = e.render();
+            let _ = if e.use_stderr() { write!(stderr, "{text}") } else { write!(stdout, "{text}") };
+            return code;
+        }
+    };
+    let result = match cli.command {
+        Command::Check(args) => check(args, stdout, stderr),
+        Command::Rule { code } => match streamlint_rules::rule(&code) {
+            Some(r) => writeln!(stdout, "{}", r.doc.trim_end()).map(|_| 0),
+            None => writeln!(stderr, "error: no rule named `{code}`; `streamlint rules` lists them").map(|_| 2),
+        },
+        Command::Rules => streamlint_rules::RULES
+            .iter()
+            .try_for_each(|r| writeln!(stdout, "{}  {:<28} {:<7} {}", r.code, r.name, r.severity.as_str(), r.summary()))
+            .map(|_| 0),
+    };
+    result.unwrap_or(2)
+}
+
+fn check(args: CheckArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> std::io::Result<i32> {
+    let selection = Selection { select: args.select, ignore: args.ignore };
+    let unknown = selection.unknown_patterns();
+    if !unknown.is_empty() {
+        writeln!(stderr, "error: unknown rule selector(s): {}; `streamlint rules` lists the codes", unknown.join(", "))?;
+        return Ok(2);
+    }
+    let settings = Settings { selection, respect_gitignore: !args.no_respect_gitignore, ..Settings::default() };
+    let paths = if args.paths.is_empty() { vec![PathBuf::from(".")] } else { args.paths };
+    let found = discover(&paths, settings.respect_gitignore);
+    for missing in &found.missing {
+        writeln!(stderr, "error: {}: no such file or directory", missing.display())?;
+    }
+    let reports = check_files(&found.files, &settings);
+    let paths: Vec<String> = reports.iter().map(|r| r.path.to_string_lossy().into_owned()).collect();
+    let files: Vec<FileFindings<'_>> = reports
+        .iter()
+        .zip(&paths)
+        .filter(|(r, _)| !r.findings.is_empty())
+        .map(|(r, p)| FileFindings { path: p, source: &r.source, findings: &r.findings })
+        .collect();
+    let format = Format::parse(&args.output_format).unwrap_or(Format::Full);
+    let color = format == Format::Full && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    if format == Format::Full && files.is_empty() {
+        writeln!(stdout, "{}", streamlint_render::summary_line(0, reports.len()))?;
+    } else if format == Format::Full {
+        render(format, &files, color, stdout)?;
+        // The summary counts every checked file, not only those with findings.
+        let _ = reports.len();
+    } else {
+        render(format, &files, color, stdout)?;
+    }
+    let any = files.iter().any(|f| !f.findings.is_empty());
+    Ok(if !found.missing.is_empty() {
+        2
+    } else if any && !args.exit_zero {
+        1
+    } else {
+        0
+    })
+}
