@@ -181,6 +181,9 @@ pub enum OpKind {
     /// An event leaves the body (returned or stored): whoever receives it can order later work
     /// after what it captured.
     HandOffEvent { event: EventId },
+    /// A name still holds the previous instance of `from` while the same site makes a new one:
+    /// that instance lives on as `into`.
+    Carry { from: BufferId, into: BufferId },
     /// The body ends: every local buffer that did not escape is released.
     ScopeEnd,
 }
@@ -354,20 +357,6 @@ impl BodyBuilder {
         let entry = &mut self.body.blocks[self.body.entry.index()].ops;
         ids.extend(entry.drain(..));
         *entry = ids;
-    }
-    /// Insert an op into the current block just before `before` (or at its end when `before` is
-    /// not in it).
-    pub fn insert_before(&mut self, before: OpId, kind: OpKind, span: Span) -> OpId {
-        let id = OpId(self.body.ops.len() as u32);
-        self.body.ops.push(Op { kind, span });
-        let ops = &mut self.body.blocks[self.current.index()].ops;
-        let at = ops.iter().position(|o| *o == before).unwrap_or(ops.len());
-        ops.insert(at, id);
-        id
-    }
-    /// The ops of the current block so far.
-    pub fn current_ops(&self) -> &[OpId] {
-        &self.body.blocks[self.current.index()].ops
     }
     /// Remember the control-flow graph as it is, to undo a trial lowering (entities stay).
     pub fn checkpoint(&self) -> Checkpoint {

@@ -43,7 +43,7 @@ pub struct BufferState {
     pub reads: BTreeSet<(StreamId, OpId)>,
     /// The latest use per stream since production, for lifetime coverage.
     pub uses: BTreeSet<(StreamId, OpId)>,
-    /// Streams `record_stream` was called with (on every path).
+    /// Streams `record_stream` was called with (on some path).
     pub recorded: BTreeSet<StreamId>,
     /// The value may have left the body's control.
     pub escaped: bool,
@@ -155,6 +155,30 @@ impl State {
         self.performed.insert(access);
     }
 
+    /// Move the current instance of `from` to `into`. Its accesses get the carry op's identity
+    /// (known as ordered where all of them were), because the next instance of `from` will
+    /// perform the same ops again and must not be mistaken for this one.
+    fn carry(&mut self, carry: OpId, from: BufferId, into: BufferId) {
+        let Some(mut b) = self.buffers.get(&from).cloned() else { return };
+        let accesses: Vec<OpId> = b.writes.iter().chain(&b.reads).chain(&b.uses).map(|(_, a)| *a).collect();
+        let rename = |set: &mut AccessSet| {
+            if accesses.iter().all(|a| set.contains(*a)) {
+                set.insert(carry);
+            }
+        };
+        self.visible.values_mut().for_each(rename);
+        self.events.values_mut().for_each(|e| rename(&mut e.snapshot));
+        rename(&mut self.host);
+        rename(&mut self.handed_off);
+        self.performed.insert(carry);
+        let relabel = |set: &BTreeSet<(StreamId, OpId)>| set.iter().map(|(s, _)| (*s, carry)).collect();
+        b.writes = relabel(&b.writes);
+        b.reads = relabel(&b.reads);
+        b.uses = relabel(&b.uses);
+        b.produced_at = carry;
+        self.buffers.insert(into, b);
+    }
+
     /// Apply one operation.
     pub fn apply(&mut self, body: &Body, id: OpId) {
         match body.op(id).kind {
@@ -249,6 +273,7 @@ impl State {
                     self.handed_off.union_with(&known);
                 }
             }
+            OpKind::Carry { from, into } => self.carry(id, from, into),
             OpKind::ScopeEnd => {
                 self.buffers.retain(|id, b| b.escaped || body.buffer(*id).owner != Owner::Local);
             }
@@ -296,7 +321,9 @@ impl State {
                     ours.writes.extend(theirs.writes.iter().copied());
                     ours.reads.extend(theirs.reads.iter().copied());
                     ours.uses.extend(theirs.uses.iter().copied());
-                    ours.recorded.retain(|s| theirs.recorded.contains(s));
+                    // A `record_stream` on one path counts: the other path is often the one where
+                    // the value is `None` (`if t is not None: t.record_stream(s)`).
+                    ours.recorded.extend(theirs.recorded.iter().copied());
                     ours.escaped |= theirs.escaped;
                 }
                 None => {

@@ -137,12 +137,6 @@ impl ApiModel {
         if self.synchronize_functions.contains(qualified) {
             return Some(ApiCall::SynchronizeWrapper);
         }
-        if self.record_stream_wrappers.contains(qualified) || self.record_stream_wrappers.contains(last) {
-            return Some(ApiCall::RecordStreamWrapper);
-        }
-        if self.wait_stream_wrappers.contains(qualified) || self.wait_stream_wrappers.contains(last) {
-            return Some(ApiCall::WaitStreamWrapper);
-        }
         if let Some(attr) = self.device_attr(qualified) {
             return match attr {
                 "Stream" | "ExternalStream" => Some(ApiCall::StreamFactory),
@@ -154,6 +148,16 @@ impl ApiModel {
                 "synchronize" => Some(ApiCall::DeviceSynchronize),
                 _ => None,
             };
+        }
+        if qualified.contains("()") {
+            // A method of something a call returned: not a module-level function.
+            return None;
+        }
+        if self.record_stream_wrappers.contains(qualified) || self.record_stream_wrappers.contains(last) {
+            return Some(ApiCall::RecordStreamWrapper);
+        }
+        if self.wait_stream_wrappers.contains(qualified) || self.wait_stream_wrappers.contains(last) {
+            return Some(ApiCall::WaitStreamWrapper);
         }
         match qualified {
             "torch.Event" => return Some(ApiCall::EventFactory),
@@ -193,6 +197,8 @@ mod tests {
         assert_eq!(api.classify("torch.distributed.all_reduce"), Some(ApiCall::Collective));
         assert_eq!(api.classify("torch.zeros_like"), Some(ApiCall::TensorFactory));
         assert_eq!(api.classify("numpy.zeros"), None);
+        assert_eq!(api.classify("torch.cuda.current_stream().wait_stream"), None);
+        assert_eq!(api.classify("fairscale.nn.pipe.stream.wait_stream"), Some(ApiCall::WaitStreamWrapper));
         assert_eq!(api.classify("torch.cuda.memory_allocated"), None);
     }
 }

@@ -2,7 +2,7 @@
 //! that keeps an environment of what each name holds (tensors by allocation site, streams,
 //! events) and the stream that is current, and emits the stream operations in program order.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use streamlint_graph::{
     BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId, Memory, OpKind, Owner,
@@ -70,6 +70,22 @@ impl Value {
         out.dedup();
     }
 
+    /// Refer to `to` wherever the value refers to `from`.
+    fn replace(&mut self, from: BufferId, to: BufferId) {
+        match self {
+            Value::Tensors(b) | Value::Storage(b) => {
+                for x in b.iter_mut().filter(|x| **x == from) {
+                    *x = to;
+                }
+                b.sort();
+                b.dedup();
+            }
+            Value::Param(b) if *b == from => *b = to,
+            Value::Group(items) => items.iter_mut().for_each(|v| v.replace(from, to)),
+            _ => {}
+        }
+    }
+
     fn events(&self) -> Vec<EventId> {
         match self {
             Value::Event(e) => vec![*e],
@@ -90,6 +106,8 @@ impl Value {
     fn merge(&self, other: &Value) -> Value {
         match (self, other) {
             (a, b) if a == b => a.clone(),
+            // `x = None` on one path: what the other path bound may still be there.
+            (Value::Unknown, known) | (known, Value::Unknown) => known.clone(),
             (Value::Tensors(_) | Value::Param(_), Value::Tensors(_) | Value::Param(_)) => {
                 let mut all = self.buffers();
                 all.extend(other.buffers());
@@ -137,9 +155,14 @@ pub struct Lowerer<'a> {
     loops: Vec<(BlockId, BlockId)>,
     loop_depth: usize,
     /// Entities by allocation site, so a trial pass and the real pass agree on identities.
-    sites: HashMap<(Span, &'static str), u32>,
+    sites: HashMap<(Span, String), u32>,
     named_streams: HashMap<String, StreamId>,
+    /// Entities held by attributes, by the attribute's dotted name.
+    attribute_buffers: HashMap<String, BufferId>,
+    attribute_events: HashMap<String, EventId>,
     params: Vec<String>,
+    /// Caller values seen used as tensors (annotated, passed to torch, tensor methods called).
+    confirmed: HashSet<BufferId>,
     entry_ops: Vec<(OpKind, Span)>,
     /// The name being assigned, to give a created stream a readable name.
     binding: Option<String>,
@@ -178,7 +201,10 @@ impl<'a> Lowerer<'a> {
             loop_depth: 0,
             sites: HashMap::new(),
             named_streams: HashMap::new(),
+            attribute_buffers: HashMap::new(),
+            attribute_events: HashMap::new(),
             params: Vec::new(),
+            confirmed: HashSet::new(),
             entry_ops: Vec::new(),
             binding: None,
         };
@@ -214,6 +240,9 @@ impl<'a> Lowerer<'a> {
                 Value::Event(self.event_at(p.span, &p.name))
             } else {
                 let buf = self.buffer_at(p.span, "param", &p.name, Memory::Device, Owner::Caller);
+                if annotation.ends_with("Tensor") {
+                    self.confirmed.insert(buf);
+                }
                 self.entry_ops.push((
                     OpKind::Produce { buffer: buf, stream: self.b.ambient(), how: Production::Entry },
                     p.span,
@@ -226,23 +255,44 @@ impl<'a> Lowerer<'a> {
 
     // ----- entities -------------------------------------------------------------------------
 
-    fn site(&mut self, span: Span, tag: &'static str, make: impl FnOnce(&mut BodyBuilder) -> u32) -> u32 {
-        if let Some(id) = self.sites.get(&(span, tag)) {
+    /// The entity made at `span` (one per tag and name there), created on first use.
+    fn site(&mut self, span: Span, tag: &str, make: impl FnOnce(&mut BodyBuilder) -> u32) -> u32 {
+        let key = (span, tag.to_string());
+        if let Some(id) = self.sites.get(&key) {
             return *id;
         }
         let id = make(&mut self.b);
-        self.sites.insert((span, tag), id);
+        self.sites.insert(key, id);
         id
     }
 
-    fn buffer_at(&mut self, span: Span, tag: &'static str, name: &str, memory: Memory, owner: Owner) -> BufferId {
+    fn buffer_at(&mut self, span: Span, tag: &str, name: &str, memory: Memory, owner: Owner) -> BufferId {
         let buffer = Buffer { name: name.to_string(), memory, owner };
-        BufferId(self.site(span, tag, |b| b.add_buffer(buffer).0))
+        let key = if tag.starts_with("element-of:") { tag.to_string() } else { format!("{tag}:{name}") };
+        BufferId(self.site(span, &key, |b| b.add_buffer(buffer).0))
     }
 
     fn event_at(&mut self, span: Span, name: &str) -> EventId {
         let event = Event { name: format!("`{name}`"), expr: name.to_string() };
         EventId(self.site(span, "event", |b| b.add_event(event).0))
+    }
+
+    fn attribute_buffer(&mut self, dotted: &str, memory: Memory) -> BufferId {
+        if let Some(b) = self.attribute_buffers.get(dotted) {
+            return *b;
+        }
+        let id = self.b.add_buffer(Buffer { name: dotted.to_string(), memory, owner: Owner::Attribute });
+        self.attribute_buffers.insert(dotted.to_string(), id);
+        id
+    }
+
+    fn attribute_event(&mut self, dotted: &str) -> EventId {
+        if let Some(e) = self.attribute_events.get(dotted) {
+            return *e;
+        }
+        let id = self.b.add_event(Event { name: format!("`{dotted}`"), expr: dotted.to_string() });
+        self.attribute_events.insert(dotted.to_string(), id);
+        id
     }
 
     /// A stream known by its source text: an attribute, a parameter, a cached stream.
@@ -269,8 +319,56 @@ impl<'a> Lowerer<'a> {
 
     fn produce(&mut self, span: Span, name: &str, memory: Memory, how: Production) -> Value {
         let buf = self.buffer_at(span, "value", name, memory, Owner::Local);
+        self.new_instance(buf, span);
         self.b.push(OpKind::Produce { buffer: buf, stream: self.current, how }, span);
         Value::Tensors(vec![buf])
+    }
+
+    /// Before a site makes a new instance (a loop's next iteration), names that still hold the
+    /// previous one are moved to a buffer of their own, so the two are not confused.
+    fn new_instance(&mut self, buffer: BufferId, span: Span) {
+        if !self.env.values().any(|v| v.buffers().contains(&buffer)) {
+            return;
+        }
+        let b = self.b.body().buffer(buffer).clone();
+        let previous = self.buffer_at(span, "previous", &b.name, b.memory, b.owner);
+        self.b.push(OpKind::Carry { from: buffer, into: previous }, span);
+        for v in self.env.values_mut() {
+            v.replace(buffer, previous);
+        }
+    }
+
+    /// Is the value known to hold a tensor?
+    fn is_tensor(&self, value: &Value) -> bool {
+        match value {
+            Value::Param(b) => self.confirmed.contains(b),
+            other => !other.local_tensors().is_empty(),
+        }
+    }
+
+    /// The buffers of values known to be tensors (caller values only once confirmed).
+    fn tensor_buffers(&self, values: &[Value]) -> Vec<BufferId> {
+        let mut out = Vec::new();
+        for v in values {
+            match v {
+                Value::Param(b) if self.confirmed.contains(b) => out.push(*b),
+                Value::Param(_) => {}
+                Value::Group(items) => out.extend(self.tensor_buffers(items)),
+                other => out.extend(other.local_tensors()),
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    /// The value is used where only a tensor fits.
+    fn confirm(&mut self, values: &[Value]) {
+        for v in values {
+            if let Value::Param(b) = v {
+                self.confirmed.insert(*b);
+            }
+        }
     }
 
     fn read_all(&mut self, buffers: &[BufferId], span: Span) {
@@ -315,24 +413,13 @@ impl<'a> Lowerer<'a> {
         self.env.iter().any(|(k, v)| k != except && v.buffers().contains(&buffer))
     }
 
-    /// Release what a name held when it is deleted or rebound.
+    /// Release what a name held when it is deleted or rebound (unless it is kept by the new
+    /// value or another name).
     fn release_name(&mut self, name: &str, keep: &[BufferId], cause: ReleaseCause, span: Span) {
         let Some(old) = self.env.get(name).cloned() else { return };
         for buffer in old.local_tensors() {
             let local = self.b.body().buffer(buffer).owner == Owner::Local;
-            if !local || self.held_elsewhere(buffer, name) {
-                continue;
-            }
-            if keep.contains(&buffer) {
-                // The same allocation site makes the new value (a loop): the old instance goes
-                // back to the allocator when the new one is bound, so release it before that.
-                let produced = self.b.current_ops().iter().rev().copied().find(|op| {
-                    matches!(self.b.body().op(*op).kind, OpKind::Produce { buffer: b, .. } if b == buffer)
-                });
-                if let Some(op) = produced {
-                    self.b.insert_before(op, OpKind::Release { buffer, cause }, span);
-                }
-            } else {
+            if local && !keep.contains(&buffer) && !self.held_elsewhere(buffer, name) {
                 self.b.push(OpKind::Release { buffer, cause }, span);
             }
         }
@@ -399,20 +486,7 @@ impl<'a> Lowerer<'a> {
             Stmt::Assign { targets, value, augmented, span } => self.assign_stmt(targets, value, *augmented, *span),
             Stmt::For { target, iter, body, orelse, span } => {
                 let it = self.eval(iter);
-                let element = match &it {
-                    Value::Tensors(_) | Value::Group(_) => Value::tensors(it.buffers()),
-                    Value::Param(_) | Value::Unknown => {
-                        let name = target.dotted().unwrap_or_else(|| "element".into());
-                        let buf = self.buffer_at(target.span(), "element", &name, Memory::Device, Owner::Caller);
-                        let ambient = self.b.ambient();
-                        let produce = OpKind::Produce { buffer: buf, stream: ambient, how: Production::Entry };
-                        if !self.entry_ops.iter().any(|(k, _)| *k == produce) {
-                            self.entry_ops.push((produce, target.span()));
-                        }
-                        Value::Param(buf)
-                    }
-                    _ => Value::Unknown,
-                };
+                let element = self.element_of(&it, target);
                 self.lower_loop(None, Some((target, element)), body, orelse, *span);
             }
             Stmt::While { test, body, orelse, span } => self.lower_loop(Some(test), None, body, orelse, *span),
@@ -477,7 +551,7 @@ impl<'a> Lowerer<'a> {
                 self.env = envs.iter().skip(1).fold(envs[0].clone(), |acc, e| merge_env(&acc, e));
                 self.stmts(finalbody);
             }
-            Stmt::Match { subject, cases, .. } => {
+            Stmt::Match { subject, cases } => {
                 self.eval(subject);
                 let from = self.b.current();
                 let before = self.env.clone();
@@ -498,8 +572,8 @@ impl<'a> Lowerer<'a> {
                 self.b.switch_to(join);
                 self.env = merge_env(&before, &merged.unwrap_or_default());
             }
-            Stmt::Raise { .. } => self.dead_end(),
-            Stmt::Import { names, .. } | Stmt::ImportFrom { names, .. } => {
+            Stmt::Raise => self.dead_end(),
+            Stmt::Import { names } | Stmt::ImportFrom { names, .. } => {
                 for (name, alias) in names {
                     let bound = alias.clone().unwrap_or_else(|| name.split('.').next().unwrap_or(name).to_string());
                     self.env.remove(&bound);
@@ -508,17 +582,17 @@ impl<'a> Lowerer<'a> {
             Stmt::Expr(e) => {
                 self.eval(e);
             }
-            Stmt::Break { .. } => {
+            Stmt::Break => {
                 if let Some(&(_, brk)) = self.loops.last() {
                     self.jump(brk);
                 }
             }
-            Stmt::Continue { .. } => {
+            Stmt::Continue => {
                 if let Some(&(head, _)) = self.loops.last() {
                     self.jump(head);
                 }
             }
-            Stmt::Other { .. } => {}
+            Stmt::Other => {}
         }
     }
 
@@ -690,17 +764,19 @@ impl<'a> Lowerer<'a> {
             Expr::Operator { op, operands, span } => {
                 let vals: Vec<Value> = operands.iter().map(|o| self.eval(o)).collect();
                 match op {
-                    Operator::Arithmetic => {
-                        let any_local = vals.iter().any(|v| !v.local_tensors().is_empty());
-                        if !any_local {
+                    Operator::MatMul | Operator::Arithmetic => {
+                        if *op == Operator::MatMul {
+                            self.confirm(&vals);
+                        }
+                        if !vals.iter().any(|v| self.is_tensor(v)) {
                             return Value::Unknown;
                         }
-                        let inputs: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+                        let inputs = self.tensor_buffers(&vals);
                         self.read_all(&inputs, *span);
                         let name = self.value_name("result");
                         self.produce(*span, &name, Memory::Device, Production::Compute)
                     }
-                    Operator::Compare => Value::Unknown,
+                    Operator::Identity => Value::Unknown,
                     Operator::Logical => {
                         for v in &vals {
                             if !v.local_tensors().is_empty() {
@@ -711,9 +787,17 @@ impl<'a> Lowerer<'a> {
                     }
                 }
             }
-            Expr::Subscript { value, index, .. } => {
+            Expr::Subscript { value, index, span } => {
                 let v = self.eval(value);
-                self.eval(index);
+                let i = self.eval(index);
+                if self.is_tensor(&v) && self.is_tensor(&i) {
+                    // Indexing with a tensor gathers: a kernel that reads both.
+                    let mut inputs = v.buffers();
+                    inputs.extend(i.buffers());
+                    self.read_all(&inputs, *span);
+                    let name = self.value_name("result");
+                    return self.produce(*span, &name, Memory::Device, Production::Compute);
+                }
                 match v {
                     Value::Group(_) => Value::tensors(v.buffers()),
                     Value::Tensors(_) | Value::Param(_) | Value::Stream(_) => v,
@@ -740,14 +824,47 @@ impl<'a> Lowerer<'a> {
                 self.assign(target, v.clone(), *span);
                 v
             }
-            Expr::Opaque { parts, value_parts, .. } => {
-                let vals: Vec<Value> = parts.iter().map(|p| self.eval(p)).collect();
-                if *value_parts == 0 {
-                    Value::Unknown
-                } else {
-                    Value::Group(vals.into_iter().take(*value_parts).collect())
+            Expr::Comprehension { elts, generators, .. } => {
+                for g in generators {
+                    let it = self.eval(&g.iter);
+                    let element = self.element_of(&it, &g.target);
+                    self.assign(&g.target, element, g.target.span());
+                    for c in &g.conditions {
+                        self.eval(c);
+                    }
                 }
+                Value::Group(elts.iter().map(|e| self.eval(e)).collect())
             }
+            Expr::Opaque { parts, .. } => {
+                for p in parts {
+                    self.eval(p);
+                }
+                Value::Unknown
+            }
+        }
+    }
+
+    /// What iterating `it` binds to `target`: elements of our tensors, or values the caller
+    /// made before the call.
+    fn element_of(&mut self, it: &Value, target: &Expr) -> Value {
+        match it {
+            Value::Tensors(_) | Value::Group(_) => Value::tensors(it.buffers()),
+            Value::Param(_) | Value::Unknown => {
+                let name = target.dotted().unwrap_or_else(|| "element".into());
+                // Elements of one caller container are one value, however many loops visit it.
+                let site = match it {
+                    Value::Param(container) => (Span::default(), format!("element-of:{}", container.0)),
+                    _ => (target.span(), "element".to_string()),
+                };
+                let buf = self.buffer_at(site.0, &site.1, &name, Memory::Device, Owner::Caller);
+                let ambient = self.b.ambient();
+                let produce = OpKind::Produce { buffer: buf, stream: ambient, how: Production::Entry };
+                if !self.entry_ops.iter().any(|(k, _)| *k == produce) {
+                    self.entry_ops.push((produce, target.span()));
+                }
+                Value::Param(buf)
+            }
+            _ => Value::Unknown,
         }
     }
 
@@ -784,17 +901,18 @@ impl<'a> Lowerer<'a> {
         Some(match kind {
             AttrKind::Stream | AttrKind::StreamCache => Value::Stream(self.named_stream(dotted)),
             AttrKind::AmbientStream => Value::Stream(self.b.ambient()),
-            AttrKind::Event => Value::Event(self.event_at(Span::default(), dotted)),
+            AttrKind::Event => Value::Event(self.attribute_event(dotted)),
             AttrKind::PinnedHost => {
-                let buf = self.buffer_at(Span::new(0, 0), "attr", dotted, Memory::PinnedHost, Owner::Attribute);
+                let buf = self.attribute_buffer(dotted, Memory::PinnedHost);
                 let ambient = self.b.ambient();
                 self.entry_ops.push((OpKind::Produce { buffer: buf, stream: ambient, how: Production::Entry }, span));
                 Value::Tensors(vec![buf])
             }
-            AttrKind::Tensor { stream } => {
+            AttrKind::Tensor { stream, transfer } => {
                 let s = self.named_stream(&stream);
-                let buf = self.buffer_at(Span::new(0, 0), "attr", dotted, Memory::Device, Owner::Attribute);
-                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: s, how: Production::Compute }, span));
+                let buf = self.attribute_buffer(dotted, Memory::Device);
+                let how = staged_production(transfer);
+                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: s, how }, span));
                 let class = self.class?;
                 let waits_here = class.methods.get(&self.method).is_some_and(|m| m.waits_on.contains(&stream));
                 if !waits_here && class.waited_elsewhere(&stream, &self.method) {
@@ -856,7 +974,7 @@ impl<'a> Lowerer<'a> {
             _ => {
                 self.eval(func);
                 let vals = self.eval_args(args, keywords);
-                self.opaque_call(vals, span, false)
+                self.module_call(vals, args.len(), span)
             }
         }
     }
@@ -871,7 +989,7 @@ impl<'a> Lowerer<'a> {
     /// arguments are read on the current stream and a tensor result is assumed; arguments of
     /// callees from elsewhere may be kept beyond the call.
     fn opaque_call(&mut self, vals: Vec<Value>, span: Span, may_keep_args: bool) -> Value {
-        let inputs: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+        let inputs = self.tensor_buffers(&vals);
         if inputs.is_empty() {
             return Value::Unknown;
         }
@@ -898,10 +1016,11 @@ impl<'a> Lowerer<'a> {
             }
         }
         for (attr, kind) in summary.assigns.clone() {
-            if let AttrKind::Tensor { stream } = kind {
+            if let AttrKind::Tensor { stream, transfer } = kind {
                 let s = self.named_stream(&stream);
                 let buf = self.buffer_at(span, "staged", &attr, Memory::Device, Owner::Attribute);
-                self.b.push(OpKind::Produce { buffer: buf, stream: s, how: Production::Compute }, span);
+                let how = staged_production(transfer);
+                self.b.push(OpKind::Produce { buffer: buf, stream: s, how }, span);
                 self.env.insert(attr, Value::Tensors(vec![buf]));
             } else {
                 self.env.remove(&attr);
@@ -977,7 +1096,10 @@ impl<'a> Lowerer<'a> {
             }
             ApiCall::TensorOp => {
                 let vals = self.eval_args(args, keywords);
-                let inputs: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+                if !args.is_empty() {
+                    self.confirm(&vals[..1]);
+                }
+                let inputs = self.tensor_buffers(&vals);
                 if inputs.is_empty() {
                     return Value::Unknown;
                 }
@@ -1072,13 +1194,26 @@ impl<'a> Lowerer<'a> {
                     }
                     return Value::Unknown;
                 }
+                if method == "pin_memory" {
+                    let name = self.value_name("pinned");
+                    return self.produce(span, &name, Memory::PinnedHost, Production::Compute);
+                }
                 if method == "record_stream" {
                     // `obj.record_stream(s)` on something not known as a tensor: not ours to judge.
                     return Value::Unknown;
                 }
-                self.opaque_call(vals, span, false)
+                self.module_call(vals, args.len(), span)
             }
         }
+    }
+
+    /// A call of a module or callable object (`self.encoder(x)`, `model(x)`): its first
+    /// positional argument is a tensor.
+    fn module_call(&mut self, vals: Vec<Value>, positional: usize, span: Span) -> Value {
+        if positional > 0 {
+            self.confirm(&vals[..1]);
+        }
+        self.opaque_call(vals, span, false)
     }
 
     fn stream_method(&mut self, s: StreamId, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
@@ -1137,8 +1272,9 @@ impl<'a> Lowerer<'a> {
 
     fn tensor_method(&mut self, recv: Value, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
         let vals = self.eval_args(args, keywords);
+        self.confirm(std::slice::from_ref(&recv));
         let own = recv.buffers();
-        let arg_buffers: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+        let arg_buffers = self.tensor_buffers(&vals);
         let non_blocking = is_true(Expr::keyword(keywords, "non_blocking"))
             || (method == "cuda" && matches!(args.get(1), Some(Expr::Constant { value: Constant::Bool(true), .. })));
         let on_device = own.iter().all(|b| self.b.body().buffer(*b).memory == Memory::Device);
@@ -1187,7 +1323,7 @@ impl<'a> Lowerer<'a> {
                         }
                         v
                     }
-                    Target::SameDevice if known_device => {
+                    Target::SameDevice if known_device || matches!(recv, Value::Param(_)) => {
                         self.read_all(&own, span);
                         self.produce(span, &name, Memory::Device, Production::Compute)
                     }
@@ -1233,6 +1369,15 @@ impl<'a> Lowerer<'a> {
                 self.produce(span, &name, Memory::Device, Production::Compute)
             }
         }
+    }
+}
+
+/// How a tensor staged on an attribute by another method was made.
+fn staged_production(transfer: bool) -> Production {
+    if transfer {
+        Production::HostToDevice { non_blocking: true }
+    } else {
+        Production::Compute
     }
 }
 

@@ -5,7 +5,7 @@ use rustpython_parser::ast::{self, Ranged};
 use rustpython_parser::text_size::TextRange;
 use streamlint_graph::Span;
 
-use crate::syntax::{ClassDef, Constant, Expr, FunctionDef, Keyword, Operator, Param, Stmt, WithItem};
+use crate::syntax::{ClassDef, Constant, Expr, FunctionDef, Generator, Keyword, Operator, Param, Stmt, WithItem};
 
 /// A syntax error, at a byte offset of the source.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,13 +50,12 @@ fn function(
     for a in args.posonlyargs.iter().chain(&args.args).chain(&args.kwonlyargs) {
         params.push(Param {
             name: a.def.arg.to_string(),
-            default: a.default.as_deref().map(expr),
             annotation: a.def.annotation.as_deref().map(expr),
             span: span(a.def.range),
         });
     }
     for a in args.vararg.iter().chain(&args.kwarg) {
-        params.push(Param { name: a.arg.to_string(), default: None, annotation: None, span: span(a.range) });
+        params.push(Param { name: a.arg.to_string(), annotation: None, span: span(a.range) });
     }
     let start = range.start().to_u32();
     let header_end = body.first().map(|s| s.range().start().to_u32()).unwrap_or(range.end().to_u32());
@@ -96,7 +95,7 @@ fn stmt(s: &ast::Stmt) -> Stmt {
         S::FunctionDef(f) => Stmt::Def(function(&f.name, &f.args, &f.decorator_list, &f.body, f.range)),
         S::AsyncFunctionDef(f) => Stmt::Def(function(&f.name, &f.args, &f.decorator_list, &f.body, f.range)),
         S::ClassDef(c) => {
-            Stmt::Class(ClassDef { name: c.name.to_string(), bases: exprs(&c.bases), body: stmts(&c.body), span: sp })
+            Stmt::Class(ClassDef { name: c.name.to_string(), body: stmts(&c.body) })
         }
         S::Return(r) => Stmt::Return { value: r.value.as_deref().map(expr), span: sp },
         S::Delete(d) => Stmt::Delete { targets: exprs(&d.targets), span: sp },
@@ -106,7 +105,7 @@ fn stmt(s: &ast::Stmt) -> Stmt {
         }
         S::AnnAssign(a) => match &a.value {
             Some(v) => Stmt::Assign { targets: vec![expr(&a.target)], value: expr(v), augmented: false, span: sp },
-            None => Stmt::Other { span: sp },
+            None => Stmt::Other,
         },
         S::For(f) => Stmt::For {
             target: expr(&f.target),
@@ -124,36 +123,33 @@ fn stmt(s: &ast::Stmt) -> Stmt {
         },
         S::While(w) => Stmt::While { test: expr(&w.test), body: stmts(&w.body), orelse: stmts(&w.orelse), span: sp },
         S::If(i) => Stmt::If { test: expr(&i.test), body: stmts(&i.body), orelse: stmts(&i.orelse), span: sp },
-        S::With(w) => Stmt::With { items: with_items(&w.items), body: stmts(&w.body), span: sp },
-        S::AsyncWith(w) => Stmt::With { items: with_items(&w.items), body: stmts(&w.body), span: sp },
+        S::With(w) => Stmt::With { items: with_items(&w.items), body: stmts(&w.body) },
+        S::AsyncWith(w) => Stmt::With { items: with_items(&w.items), body: stmts(&w.body) },
         S::Try(t) => Stmt::Try {
             body: stmts(&t.body),
             handlers: handlers(&t.handlers),
             orelse: stmts(&t.orelse),
             finalbody: stmts(&t.finalbody),
-            span: sp,
         },
         S::TryStar(t) => Stmt::Try {
             body: stmts(&t.body),
             handlers: handlers(&t.handlers),
             orelse: stmts(&t.orelse),
             finalbody: stmts(&t.finalbody),
-            span: sp,
         },
         S::Match(m) => {
-            Stmt::Match { subject: expr(&m.subject), cases: m.cases.iter().map(|c| stmts(&c.body)).collect(), span: sp }
+            Stmt::Match { subject: expr(&m.subject), cases: m.cases.iter().map(|c| stmts(&c.body)).collect() }
         }
-        S::Raise(_) => Stmt::Raise { span: sp },
-        S::Import(i) => Stmt::Import { names: aliases(&i.names), span: sp },
+        S::Raise(_) => Stmt::Raise,
+        S::Import(i) => Stmt::Import { names: aliases(&i.names) },
         S::ImportFrom(i) => Stmt::ImportFrom {
             module: i.module.as_ref().map(|m| m.to_string()).unwrap_or_default(),
             names: aliases(&i.names),
-            span: sp,
         },
         S::Expr(e) => Stmt::Expr(expr(&e.value)),
-        S::Break(_) => Stmt::Break { span: sp },
-        S::Continue(_) => Stmt::Continue { span: sp },
-        S::TypeAlias(_) | S::Pass(_) | S::Global(_) | S::Nonlocal(_) | S::Assert(_) => Stmt::Other { span: sp },
+        S::Break(_) => Stmt::Break,
+        S::Continue(_) => Stmt::Continue,
+        S::TypeAlias(_) | S::Pass(_) | S::Global(_) | S::Nonlocal(_) | S::Assert(_) => Stmt::Other,
     }
 }
 
@@ -168,15 +164,12 @@ fn constant(c: &ast::Constant) -> Constant {
     }
 }
 
-/// A comprehension: its element expressions first (they make the value), then what it iterates.
 fn comprehension(elts: Vec<Expr>, generators: &[ast::Comprehension], span: Span) -> Expr {
-    let value_parts = elts.len();
-    let mut parts = elts;
-    for g in generators {
-        parts.push(expr(&g.iter));
-        parts.extend(exprs(&g.ifs));
-    }
-    Expr::Opaque { parts, value_parts, span }
+    let generators = generators
+        .iter()
+        .map(|g| Generator { target: expr(&g.target), iter: expr(&g.iter), conditions: exprs(&g.ifs) })
+        .collect();
+    Expr::Comprehension { elts, generators, span }
 }
 
 fn expr(e: &ast::Expr) -> Expr {
@@ -197,6 +190,7 @@ fn expr(e: &ast::Expr) -> Expr {
             span: sp,
         },
         E::Constant(c) => Expr::Constant { value: constant(&c.value), span: sp },
+        E::BinOp(b) if b.op == ast::Operator::MatMult => operator(Operator::MatMul, vec![expr(&b.left), expr(&b.right)]),
         E::BinOp(b) => operator(Operator::Arithmetic, vec![expr(&b.left), expr(&b.right)]),
         E::UnaryOp(u) if u.op == ast::UnaryOp::Not => operator(Operator::Logical, vec![expr(&u.operand)]),
         E::UnaryOp(u) => operator(Operator::Arithmetic, vec![expr(&u.operand)]),
@@ -204,7 +198,8 @@ fn expr(e: &ast::Expr) -> Expr {
         E::Compare(c) => {
             let mut operands = vec![expr(&c.left)];
             operands.extend(exprs(&c.comparators));
-            operator(Operator::Compare, operands)
+            let identity = c.ops.iter().all(|o| matches!(o, ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn));
+            operator(if identity { Operator::Identity } else { Operator::Arithmetic }, operands)
         }
         E::Subscript(s) => Expr::Subscript { value: boxed(&s.value), index: boxed(&s.slice), span: sp },
         E::Tuple(t) => Expr::Collection { elts: exprs(&t.elts), span: sp },
@@ -225,12 +220,11 @@ fn expr(e: &ast::Expr) -> Expr {
         E::SetComp(c) => comprehension(vec![expr(&c.elt)], &c.generators, sp),
         E::GeneratorExp(c) => comprehension(vec![expr(&c.elt)], &c.generators, sp),
         E::DictComp(c) => comprehension(vec![expr(&c.key), expr(&c.value)], &c.generators, sp),
-        E::Lambda(_) => Expr::Opaque { parts: Vec::new(), value_parts: 0, span: sp },
-        E::JoinedStr(j) => Expr::Opaque { parts: exprs(&j.values), value_parts: 0, span: sp },
-        E::FormattedValue(f) => Expr::Opaque { parts: vec![expr(&f.value)], value_parts: 0, span: sp },
+        E::Lambda(_) => Expr::Opaque { parts: Vec::new(), span: sp },
+        E::JoinedStr(j) => Expr::Opaque { parts: exprs(&j.values), span: sp },
+        E::FormattedValue(f) => Expr::Opaque { parts: vec![expr(&f.value)], span: sp },
         E::Slice(s) => Expr::Opaque {
             parts: [&s.lower, &s.upper, &s.step].into_iter().flatten().map(|e| expr(e)).collect(),
-            value_parts: 0,
             span: sp,
         },
     }

@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::api::{ApiCall, ApiModel};
 use crate::names::Imports;
-use crate::syntax::{Constant, Expr, Stmt};
+use crate::syntax::{Expr, Stmt};
 
 /// What an attribute of `self` holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -18,8 +18,9 @@ pub enum AttrKind {
     /// A dict or list of streams (per-device caches).
     StreamCache,
     Event,
-    /// A tensor produced while the stream named by the dotted expression was current.
-    Tensor { stream: String },
+    /// A tensor produced while the stream named by the dotted expression was current;
+    /// `transfer` when it is a copy from the host (`.cuda()`, `.to(device)`).
+    Tensor { stream: String, transfer: bool },
     PinnedHost,
 }
 
@@ -139,7 +140,10 @@ impl Scan<'_> {
             _ if cache => None,
             _ => match (self.with_streams.last(), value) {
                 (Some(_), Expr::Constant { .. } | Expr::Collection { .. }) => None,
-                (Some(stream), _) => Some(AttrKind::Tensor { stream: stream.clone() }),
+                (Some(stream), _) => Some(AttrKind::Tensor {
+                    stream: stream.clone(),
+                    transfer: is_method_call(value, "cuda") || is_method_call(value, "to"),
+                }),
                 (None, _) => None,
             },
         };
@@ -170,9 +174,4 @@ impl Scan<'_> {
 
 fn is_method_call(expr: &Expr, method: &str) -> bool {
     matches!(expr, Expr::Call { func, .. } if matches!(func.as_ref(), Expr::Attribute { attr, .. } if attr == method))
-}
-
-/// A constant that can never be a tensor.
-pub fn is_literal(expr: &Expr) -> bool {
-    matches!(expr, Expr::Constant { value: Constant::None | Constant::Number | Constant::Int(_) | Constant::Bool(_) | Constant::Str(_), .. })
 }

@@ -15,20 +15,20 @@ pub enum Stmt {
     For { target: Expr, iter: Expr, body: Vec<Stmt>, orelse: Vec<Stmt>, span: Span },
     While { test: Expr, body: Vec<Stmt>, orelse: Vec<Stmt>, span: Span },
     If { test: Expr, body: Vec<Stmt>, orelse: Vec<Stmt>, span: Span },
-    With { items: Vec<WithItem>, body: Vec<Stmt>, span: Span },
-    Try { body: Vec<Stmt>, handlers: Vec<Vec<Stmt>>, orelse: Vec<Stmt>, finalbody: Vec<Stmt>, span: Span },
+    With { items: Vec<WithItem>, body: Vec<Stmt> },
+    Try { body: Vec<Stmt>, handlers: Vec<Vec<Stmt>>, orelse: Vec<Stmt>, finalbody: Vec<Stmt> },
     /// `match` with the bodies of its cases.
-    Match { subject: Expr, cases: Vec<Vec<Stmt>>, span: Span },
-    Raise { span: Span },
+    Match { subject: Expr, cases: Vec<Vec<Stmt>> },
+    Raise,
     /// `import a.b as c`: (module path, bound name).
-    Import { names: Vec<(String, Option<String>)>, span: Span },
+    Import { names: Vec<(String, Option<String>)> },
     /// `from m import a as b`: module, (name, bound name).
-    ImportFrom { module: String, names: Vec<(String, Option<String>)>, span: Span },
+    ImportFrom { module: String, names: Vec<(String, Option<String>)> },
     Expr(Expr),
-    Break { span: Span },
-    Continue { span: Span },
+    Break,
+    Continue,
     /// `pass`, `global`, `assert`, type aliases: nothing the analysis follows.
-    Other { span: Span },
+    Other,
 }
 
 #[derive(Clone, Debug)]
@@ -45,7 +45,6 @@ pub struct FunctionDef {
 #[derive(Clone, Debug)]
 pub struct Param {
     pub name: String,
-    pub default: Option<Expr>,
     pub annotation: Option<Expr>,
     pub span: Span,
 }
@@ -53,15 +52,21 @@ pub struct Param {
 #[derive(Clone, Debug)]
 pub struct ClassDef {
     pub name: String,
-    pub bases: Vec<Expr>,
     pub body: Vec<Stmt>,
-    pub span: Span,
 }
 
 #[derive(Clone, Debug)]
 pub struct WithItem {
     pub context: Expr,
     pub var: Option<Expr>,
+}
+
+/// One `for target in iter if cond` clause of a comprehension.
+#[derive(Clone, Debug)]
+pub struct Generator {
+    pub target: Expr,
+    pub iter: Expr,
+    pub conditions: Vec<Expr>,
 }
 
 #[derive(Clone, Debug)]
@@ -83,10 +88,13 @@ pub enum Constant {
 /// What kind of operator combines an [`Expr::Operator`]'s operands.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Operator {
-    /// Arithmetic, bitwise, matmul, unary minus: a tensor op when an operand is a tensor.
+    /// Arithmetic, bitwise, matmul, unary minus, comparisons: a tensor op when an operand is a
+    /// tensor.
     Arithmetic,
-    /// Comparisons: elementwise on tensors.
-    Compare,
+    /// `a @ b`: only tensors multiply this way.
+    MatMul,
+    /// `is`, `is not`, `in`, `not in`: about objects, not elements.
+    Identity,
     /// `and`, `or`, `not`: truth tests, which read a tensor on the host.
     Logical,
 }
@@ -106,9 +114,11 @@ pub enum Expr {
     Await { value: Box<Expr>, span: Span },
     IfExp { test: Box<Expr>, body: Box<Expr>, orelse: Box<Expr>, span: Span },
     NamedExpr { target: Box<Expr>, value: Box<Expr>, span: Span },
-    /// Comprehensions, lambdas, f-strings, slices: their sub-expressions, evaluated in order; the
-    /// first `value_parts` of them make the expression's value (a comprehension's elements).
-    Opaque { parts: Vec<Expr>, value_parts: usize, span: Span },
+    /// `[elt for target in iter if cond ...]`: generators bind their targets in order.
+    Comprehension { elts: Vec<Expr>, generators: Vec<Generator>, span: Span },
+    /// Lambdas, f-strings, slices: their sub-expressions, evaluated in order; the
+    /// expression has no value the analysis follows.
+    Opaque { parts: Vec<Expr>, span: Span },
 }
 
 impl Expr {
@@ -126,6 +136,7 @@ impl Expr {
             | Expr::Await { span, .. }
             | Expr::IfExp { span, .. }
             | Expr::NamedExpr { span, .. }
+            | Expr::Comprehension { span, .. }
             | Expr::Opaque { span, .. } => *span,
         }
     }

@@ -66,6 +66,12 @@ impl<'b> Context<'b> {
         }
     }
 
+    /// A `record_stream` of this buffer that protects nothing was reported: that is the root
+    /// cause of any lifetime hazard that follows.
+    fn wrong_record_reported(&self, buffer: BufferId) -> bool {
+        self.reported.contains(&("SL002", buffer))
+    }
+
     fn report(&mut self, finding: Finding) {
         self.findings.push(finding);
     }

@@ -35,7 +35,7 @@ impl MissingRecordStream {
     /// A release (explicit, or at scope end when `scope_end` is the function's header).
     fn check_release(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, span: Span, scope_end: Option<Span>) {
         let Some(b) = state.buffer(buffer) else { return };
-        if b.escaped || is_side_stream_transfer(cx.body, b) {
+        if b.escaped || is_side_stream_transfer(cx.body, b) || cx.wrong_record_reported(buffer) {
             return;
         }
         let uncovered = state.uncovered_uses(buffer);
@@ -85,7 +85,11 @@ impl MissingRecordStream {
     fn check_hand_off(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, span: Span) {
         let Some(b) = state.buffer(buffer) else { return };
         let ambient: StreamId = cx.body.ambient;
-        if b.alloc_stream == ambient || b.recorded.contains(&ambient) || is_side_stream_transfer(cx.body, b) {
+        if b.alloc_stream == ambient
+            || b.recorded.contains(&ambient)
+            || is_side_stream_transfer(cx.body, b)
+            || cx.wrong_record_reported(buffer)
+        {
             return;
         }
         let ordered = state.unordered_writes(buffer, ambient).is_empty();

@@ -35,7 +35,7 @@ impl Rule for RecordStreamWrongStream {
         } else {
             return;
         };
-        cx.report(Finding {
+        cx.report_once(buffer, Finding {
             code: "SL002",
             severity: Severity::Error,
             message,
@@ -75,10 +75,13 @@ fn used_on(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
     streams_using(body, buffer).contains(&stream)
 }
 
-/// Can the body see every use of the buffer on `stream`? Not when the value leaves the body
-/// (other code may use it there) or the stream came from elsewhere.
+/// Can the body see every use of the buffer on `stream`? Not when the value is kept somewhere
+/// (other code may use it there) or the stream came from elsewhere. A returned value is used
+/// by the caller on the current stream.
 fn knows_all_uses(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
-    let leaves = body.ops_iter().any(|(_, op)| matches!(op.kind, OpKind::Escape { buffer: b, .. } if b == buffer));
+    let leaves = body.ops_iter().any(|(_, op)| {
+        matches!(op.kind, OpKind::Escape { buffer: b, kind } if b == buffer && kind != EscapeKind::Caller)
+    });
     let local_stream = matches!(body.stream(stream).origin, StreamOrigin::Created | StreamOrigin::Ambient | StreamOrigin::Attribute);
     !leaves && local_stream
 }
