@@ -425,6 +425,13 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    fn event_of(&mut self, value: &Value, expr: &Expr) -> Option<EventId> {
+        match value {
+            Value::Event(e) => Some(*e),
+            _ => expr.dotted().map(|d| self.attribute_event(&d)),
+        }
+    }
+
     fn stream_of(&mut self, value: &Value, expr: &Expr) -> Option<StreamId> {
         match value {
             Value::Stream(s) => Some(*s),
@@ -908,6 +915,12 @@ impl<'a> Lowerer<'a> {
                 self.entry_ops.push((OpKind::Produce { buffer: buf, stream: ambient, how: Production::Entry }, span));
                 Value::Tensors(vec![buf])
             }
+            AttrKind::Tensor { stream, .. } if stream.is_empty() => {
+                let buf = self.attribute_buffer(dotted, Memory::Device);
+                let ambient = self.b.ambient();
+                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: ambient, how: Production::Entry }, span));
+                Value::Tensors(vec![buf])
+            }
             AttrKind::Tensor { stream, transfer } => {
                 let s = self.named_stream(&stream);
                 let buf = self.attribute_buffer(dotted, Memory::Device);
@@ -948,7 +961,8 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 let recv = self.eval(receiver);
-                self.method_call(recv, attr, args, keywords, span)
+                let recv = self.duck_type(recv, receiver, attr, args);
+                self.method_call(recv, receiver, attr, args, keywords, span)
             }
             Expr::Name { id, .. } if !self.env.contains_key(id) => {
                 let vals = self.eval_args(args, keywords);
@@ -1017,6 +1031,10 @@ impl<'a> Lowerer<'a> {
         }
         for (attr, kind) in summary.assigns.clone() {
             if let AttrKind::Tensor { stream, transfer } = kind {
+                if stream.is_empty() {
+                    self.env.remove(&attr);
+                    continue;
+                }
                 let s = self.named_stream(&stream);
                 let buf = self.buffer_at(span, "staged", &attr, Memory::Device, Owner::Attribute);
                 let how = staged_production(transfer);
@@ -1026,7 +1044,7 @@ impl<'a> Lowerer<'a> {
                 self.env.remove(&attr);
             }
         }
-        let inputs: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+        let inputs = self.tensor_buffers(&vals);
         self.read_all(&inputs, span);
         Value::Unknown
     }
@@ -1165,7 +1183,35 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    fn method_call(&mut self, recv: Value, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+    /// A receiver whose kind is not known, classified by the method called on it: only streams
+    /// have `wait_stream`, and an event-named value that is recorded or waited on is an event.
+    fn duck_type(&mut self, recv: Value, receiver: &Expr, method: &str, args: &[Expr]) -> Value {
+        if !matches!(recv, Value::Unknown | Value::Param(_)) {
+            return recv;
+        }
+        let Some(name) = receiver.dotted() else { return recv };
+        let last = name.rsplit('.').next().unwrap_or(&name).to_ascii_lowercase();
+        let stream_like = last.contains("stream");
+        let event_like = last.contains("event") || last == "ev" || last.ends_with("_ev") || last.ends_with("_evt");
+        match method {
+            "wait_stream" | "wait_event" | "record_event" => Value::Stream(self.named_stream(&name)),
+            "synchronize" if stream_like => Value::Stream(self.named_stream(&name)),
+            "record" | "wait" | "synchronize" | "query" if event_like && !args.is_empty() || event_like => {
+                Value::Event(self.attribute_event(&name))
+            }
+            _ => recv,
+        }
+    }
+
+    fn method_call(
+        &mut self,
+        recv: Value,
+        receiver: &Expr,
+        method: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
         match recv {
             Value::Stream(s) => self.stream_method(s, method, args, keywords, span),
             Value::Event(e) => self.event_method(e, method, args, keywords, span),
@@ -1202,7 +1248,16 @@ impl<'a> Lowerer<'a> {
                     // `obj.record_stream(s)` on something not known as a tensor: not ours to judge.
                     return Value::Unknown;
                 }
-                self.module_call(vals, args.len(), span)
+                if matches!(receiver, Expr::Name { id, .. } if id == "self") {
+                    // `self.encoder(x)`: a submodule.
+                    return self.module_call(vals, args.len(), span);
+                }
+                // A method of some other object: it may keep its arguments, and nothing says it
+                // runs device work on them.
+                for v in &vals {
+                    self.escape(v, EscapeKind::UnknownCallee, span);
+                }
+                Value::Unknown
             }
         }
     }
@@ -1229,8 +1284,10 @@ impl<'a> Lowerer<'a> {
                 Value::Unknown
             }
             "wait_event" => {
-                if let Some(Value::Event(e)) = vals.first() {
-                    self.b.push(OpKind::WaitEvent { event: *e, stream: s }, span);
+                if let (Some(a), Some(v)) = (arg, vals.first()) {
+                    if let Some(e) = self.event_of(v, a) {
+                        self.b.push(OpKind::WaitEvent { event: e, stream: s }, span);
+                    }
                 }
                 Value::Unknown
             }

@@ -18,8 +18,9 @@ pub enum AttrKind {
     /// A dict or list of streams (per-device caches).
     StreamCache,
     Event,
-    /// A tensor produced while the stream named by the dotted expression was current;
-    /// `transfer` when it is a copy from the host (`.cuda()`, `.to(device)`).
+    /// A tensor produced while the stream named by the dotted expression was current (empty:
+    /// the stream current in the caller); `transfer` when it is a copy from the host
+    /// (`.cuda()`, `.to(device)`).
     Tensor { stream: String, transfer: bool },
     PinnedHost,
 }
@@ -144,7 +145,14 @@ impl Scan<'_> {
                     stream: stream.clone(),
                     transfer: is_method_call(value, "cuda") || is_method_call(value, "to"),
                 }),
-                (None, _) => None,
+                (None, _) => {
+                    let tensor_call = matches!(
+                        self.call_kind(value),
+                        Some(ApiCall::TensorFactory | ApiCall::TensorFromData | ApiCall::TensorOp)
+                    );
+                    let transfer = is_method_call(value, "cuda") || is_method_call(value, "to");
+                    (tensor_call || transfer).then(|| AttrKind::Tensor { stream: String::new(), transfer: false })
+                }
             },
         };
         if let Some(kind) = kind {

@@ -1,7 +1,7 @@
 //! SL003 missing-stream-wait: a stream uses a tensor another stream writes (or reads, for a
 //! write) with no ordering edge in between; and waits that order nothing.
 
-use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, State, StreamId};
+use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin};
 
 use crate::{is_side_stream_transfer, Context, Finding, Label, Rule, Severity};
 
@@ -36,16 +36,34 @@ impl Rule for MissingStreamWait {
 }
 
 impl MissingStreamWait {
+    /// Does this body decide when `consumer` runs: did it create the stream, or does it make it
+    /// wait on something?
+    fn owns_ordering(&self, cx: &Context<'_>, consumer: StreamId) -> bool {
+        let body = cx.body;
+        matches!(body.stream(consumer).origin, StreamOrigin::Created | StreamOrigin::Temporary)
+            || body.ops_iter().any(|(_, op)| match op.kind {
+                OpKind::WaitStream { waiter, waitee } => waiter == consumer && waitee != consumer,
+                OpKind::WaitEvent { stream, .. } => stream == consumer,
+                _ => false,
+            })
+    }
+
     fn check_use(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, consumer: StreamId, op: &Op, write: bool) {
         let Some(b) = state.buffer(buffer) else { return };
         if is_side_stream_transfer(cx.body, b) {
             return;
         }
         let mut races = state.unordered_writes(buffer, consumer);
-        let raw = !races.is_empty();
         if write {
             races.extend(state.unordered_reads(buffer, consumer));
         }
+        // A value that existed before the call was made by the caller, who may well have
+        // ordered the consumer after it. Only judge when the consumer cannot have been ordered
+        // by anyone else (it was created here) or when this body orders the consumer itself.
+        if b.how == Production::Entry && !self.owns_ordering(cx, consumer) {
+            races.retain(|(_, a)| *a != b.produced_at);
+        }
+        let raw = races.iter().any(|r| b.writes.contains(r));
         let Some(&(producer, access)) = races.first() else { return };
         // A self-wait on the consumer is the root cause; it is reported where it stands.
         if state.noop_wait(consumer).is_some() {

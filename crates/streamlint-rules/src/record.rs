@@ -1,6 +1,6 @@
 //! SL002 record-stream-wrong-stream: a `record_stream` that protects nothing.
 
-use streamlint_graph::{Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, State, StreamId, StreamOrigin};
+use streamlint_graph::{Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin};
 
 use crate::{Context, Finding, Label, Rule, Severity};
 
@@ -22,7 +22,7 @@ impl Rule for RecordStreamWrongStream {
                 format!("`record_stream` on `{name}`, a host tensor: only device memory from the caching allocator can be recorded, and a CPU tensor raises at run time"),
                 "remove the call; if a non-blocking copy reads this buffer, keep the buffer alive until an event recorded after the copy has completed".to_string(),
             )
-        } else if stream == alloc {
+        } else if stream == alloc && b.how != Production::Entry {
             (
                 format!("`record_stream` of {} on `{name}` does nothing: `{name}` was allocated on that stream, and the allocator ignores uses on the allocation stream", cx.stream_name(stream)),
                 consumer_help(cx, buffer, alloc),
