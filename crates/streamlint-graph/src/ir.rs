@@ -123,6 +123,8 @@ pub enum Production {
     DeviceToHost { non_blocking: bool },
     /// A value that exists when the body is entered (parameter, attribute).
     Entry,
+    /// Host memory filled by the host: no stream work is involved.
+    Host,
 }
 
 /// Why a buffer's memory goes back to the allocator.

@@ -183,8 +183,12 @@ impl State {
     pub fn apply(&mut self, body: &Body, id: OpId) {
         match body.op(id).kind {
             OpKind::Produce { buffer, stream, how } => {
-                self.access(id, stream);
-                let one = BTreeSet::from([(stream, id)]);
+                let one = if how == Production::Host {
+                    BTreeSet::new()
+                } else {
+                    self.access(id, stream);
+                    BTreeSet::from([(stream, id)])
+                };
                 self.buffers.insert(
                     buffer,
                     BufferState {

@@ -5,6 +5,14 @@
 
 use std::collections::HashSet;
 
+use crate::names::Imports;
+use crate::syntax::{Expr, Operator};
+
+/// Is this a `not x` (the only single-operand logical operator)?
+fn is_not(expr: &Expr) -> bool {
+    matches!(expr, Expr::Operator { op: Operator::Logical, operands, .. } if operands.len() == 1)
+}
+
 /// What a call of a known free function does.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum ApiCall {
@@ -115,7 +123,26 @@ pub const TENSOR_METHODS: &[&str] = &[
     "new_ones", "new_full", "new_tensor", "sort", "topk", "nonzero", "split", "chunk",
 ];
 
+/// Predicates of device-agnostic layers whose value is fixed on CUDA devices.
+const FALSE_ON_CUDA: &[&str] = &["is_synchronized_device", "resolves_data_dependency", "handles_memory_backpressure"];
+
 impl ApiModel {
+    /// The value an `if` test has on CUDA, when it is one of the fixed predicates (or `not` of
+    /// one): code guarded by it is dead there.
+    pub fn cuda_truth(&self, test: &Expr, imports: &Imports) -> Option<bool> {
+        match test {
+            Expr::Operator { op: Operator::Logical, operands, .. } if is_not(test) => {
+                self.cuda_truth(&operands[0], imports).map(|v| !v)
+            }
+            Expr::Call { func, args, .. } if args.is_empty() => {
+                let q = imports.qualify(func)?;
+                let (prefix, last) = q.rsplit_once('.')?;
+                (FALSE_ON_CUDA.contains(&last) && self.device_modules.contains(prefix)).then_some(false)
+            }
+            _ => None,
+        }
+    }
+
     /// Split a qualified name into (device module, attribute) when its prefix is a device module.
     fn device_attr<'a>(&self, qualified: &'a str) -> Option<&'a str> {
         let (prefix, attr) = qualified.rsplit_once('.')?;

@@ -39,8 +39,12 @@ enum Value {
     Event(EventId),
     /// `t.untyped_storage()`.
     Storage(Vec<BufferId>),
+    /// The handle of an asynchronous collective launched while this stream was current.
+    Work(StreamId),
     /// A tuple, list or dict literal.
     Group(Vec<Value>),
+    /// The constant `None`.
+    None,
     Unknown,
 }
 
@@ -107,7 +111,10 @@ impl Value {
         match (self, other) {
             (a, b) if a == b => a.clone(),
             // `x = None` on one path: what the other path bound may still be there.
-            (Value::Unknown, known) | (known, Value::Unknown) => known.clone(),
+            (Value::None, known) | (known, Value::None) => known.clone(),
+            // `torch.cuda.Stream() if multi_stream else nullcontext()`: a side stream on one
+            // path and no stream context on the other.
+            (Value::Stream(s), Value::Unknown) | (Value::Unknown, Value::Stream(s)) if s.0 != 0 => Value::Stream(*s),
             (Value::Tensors(_) | Value::Param(_), Value::Tensors(_) | Value::Param(_)) => {
                 let mut all = self.buffers();
                 all.extend(other.buffers());
@@ -498,6 +505,18 @@ impl<'a> Lowerer<'a> {
             }
             Stmt::While { test, body, orelse, span } => self.lower_loop(Some(test), None, body, orelse, *span),
             Stmt::If { test, body, orelse, span } => {
+                // Guards that are constant on CUDA: lower only the branch CUDA takes.
+                match self.cx.api.cuda_truth(test, &self.cx.imports) {
+                    Some(true) => return self.stmts(body),
+                    Some(false) => return self.stmts(orelse),
+                    None => {}
+                }
+                // `if use_side_stream: main.wait_stream(side)`: the guard goes with whether the
+                // stream exists at all, which the analysis cannot see; take the edge as made.
+                if orelse.is_empty() && !body.is_empty() && body.iter().all(is_ordering_stmt) {
+                    self.eval(test);
+                    return self.stmts(body);
+                }
                 let t = self.eval(test);
                 if !t.local_tensors().is_empty() {
                     self.host_read(&t, *span);
@@ -767,6 +786,7 @@ impl<'a> Lowerer<'a> {
             Expr::Name { id, .. } => self.env.get(id).cloned().unwrap_or(Value::Unknown),
             Expr::Attribute { value, attr, .. } => self.attribute(expr, value, attr),
             Expr::Call { func, args, keywords, span } => self.call(func, args, keywords, *span),
+            Expr::Constant { value: Constant::None, .. } => Value::None,
             Expr::Constant { .. } => Value::Unknown,
             Expr::Operator { op, operands, span } => {
                 let vals: Vec<Value> = operands.iter().map(|o| self.eval(o)).collect();
@@ -948,9 +968,9 @@ impl<'a> Lowerer<'a> {
         } else {
             self.cx.imports.qualify(func).and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
         };
-        if let Some((call, _)) = api {
+        if let Some((call, qualified)) = api {
             if !(matches!(func, Expr::Name { id, .. } if self.env.contains_key(id))) {
-                return self.api_call(call, args, keywords, span);
+                return self.api_call(call, &qualified, args, keywords, span);
             }
         }
         match func {
@@ -999,21 +1019,22 @@ impl<'a> Lowerer<'a> {
         vals
     }
 
-    /// A call whose body is not known: a module, a local helper, an imported function. Tensor
-    /// arguments are read on the current stream and a tensor result is assumed; arguments of
-    /// callees from elsewhere may be kept beyond the call.
+    /// A call whose body is not known. A module or local helper reads its tensor arguments on
+    /// the current stream and makes a tensor; a callee from elsewhere (`may_keep_args`) may keep
+    /// what it is given.
     fn opaque_call(&mut self, vals: Vec<Value>, span: Span, may_keep_args: bool) -> Value {
-        let inputs = self.tensor_buffers(&vals);
-        if inputs.is_empty() {
-            return Value::Unknown;
-        }
-        self.read_all(&inputs, span);
         if may_keep_args {
+            // Nothing says it runs device work, but it may keep what it is given.
             for v in &vals {
                 self.escape(v, EscapeKind::UnknownCallee, span);
             }
             return Value::Unknown;
         }
+        let inputs = self.tensor_buffers(&vals);
+        if inputs.is_empty() {
+            return Value::Unknown;
+        }
+        self.read_all(&inputs, span);
         let name = self.value_name("result");
         self.produce(span, &name, Memory::Device, Production::Compute)
     }
@@ -1049,7 +1070,7 @@ impl<'a> Lowerer<'a> {
         Value::Unknown
     }
 
-    fn api_call(&mut self, call: ApiCall, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+    fn api_call(&mut self, call: ApiCall, qualified: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
         let first = args.first();
         match call {
             ApiCall::StreamFactory => {
@@ -1093,10 +1114,14 @@ impl<'a> Lowerer<'a> {
             }
             ApiCall::TensorFactory | ApiCall::TensorFromData => {
                 let vals = self.eval_args(args, keywords);
-                let like = vals.first().map(Value::buffers).unwrap_or_default();
+                // `zeros_like(x)` follows `x`; a tensor of unknown place is taken to be on the device.
+                let like_host = vals.first().is_some_and(|v| {
+                    let b = v.buffers();
+                    !b.is_empty() && b.iter().all(|b| self.b.body().buffer(*b).memory != Memory::Device)
+                });
                 let device = match Expr::keyword(keywords, "device") {
                     Some(d) => self.target_of(d) == Target::Device,
-                    None => call == ApiCall::TensorFactory && !like.is_empty(),
+                    None => qualified.ends_with("_like") && !like_host,
                 };
                 let name = self.value_name("tensor");
                 if device {
@@ -1109,7 +1134,7 @@ impl<'a> Lowerer<'a> {
                 } else {
                     let pinned = is_true(Expr::keyword(keywords, "pin_memory"));
                     let memory = if pinned { Memory::PinnedHost } else { Memory::PageableHost };
-                    self.produce(span, &name, memory, Production::Compute)
+                    self.produce(span, &name, memory, Production::Host)
                 }
             }
             ApiCall::TensorOp => {
@@ -1127,10 +1152,17 @@ impl<'a> Lowerer<'a> {
             }
             ApiCall::Collective => {
                 let vals = self.eval_args(args, keywords);
-                let tensors: Vec<BufferId> = vals.iter().flat_map(Value::buffers).collect();
+                let tensors = self.tensor_buffers(&vals);
                 self.read_all(&tensors, span);
                 self.write_all(&tensors, span);
-                Value::Unknown
+                if !is_true(Expr::keyword(keywords, "async_op")) {
+                    return Value::Unknown;
+                }
+                // The process group keeps the tensors alive until the work completes.
+                for v in &vals {
+                    self.escape(v, EscapeKind::Container, span);
+                }
+                Value::Work(self.current)
             }
             ApiCall::RecordStreamWrapper => {
                 let vals = self.eval_args(args, keywords);
@@ -1226,6 +1258,15 @@ impl<'a> Lowerer<'a> {
                 drop(vals);
                 Value::Unknown
             }
+            Value::Work(launched) => {
+                self.eval_args(args, keywords);
+                // `work.wait()` makes the current stream wait for the collective, which itself
+                // waited for the stream it was launched from.
+                if method == "wait" && launched != self.current {
+                    self.b.push(OpKind::WaitStream { waiter: self.current, waitee: launched }, span);
+                }
+                Value::Unknown
+            }
             Value::Tensors(_) => self.tensor_method(recv, method, args, keywords, span),
             Value::Param(_) if TENSOR_METHODS.contains(&method) || VIEW_METHODS.contains(&method) => {
                 self.tensor_method(recv, method, args, keywords, span)
@@ -1242,7 +1283,7 @@ impl<'a> Lowerer<'a> {
                 }
                 if method == "pin_memory" {
                     let name = self.value_name("pinned");
-                    return self.produce(span, &name, Memory::PinnedHost, Production::Compute);
+                    return self.produce(span, &name, Memory::PinnedHost, Production::Host);
                 }
                 if method == "record_stream" {
                     // `obj.record_stream(s)` on something not known as a tensor: not ours to judge.
@@ -1251,6 +1292,13 @@ impl<'a> Lowerer<'a> {
                 if matches!(receiver, Expr::Name { id, .. } if id == "self") {
                     // `self.encoder(x)`: a submodule.
                     return self.module_call(vals, args.len(), span);
+                }
+                if method.ends_with('_') && !method.starts_with('_') && TENSOR_METHODS.contains(&method) {
+                    // `param._cpu_grad.copy_(g)`: an in-place tensor op on a tensor we do not
+                    // track; it reads its tensor arguments on the current stream.
+                    let inputs = self.tensor_buffers(&vals);
+                    self.read_all(&inputs, span);
+                    return Value::Unknown;
                 }
                 // A method of some other object: it may keep its arguments, and nothing says it
                 // runs device work on them.
@@ -1389,7 +1437,7 @@ impl<'a> Lowerer<'a> {
             }
             "pin_memory" => {
                 let name = self.value_name("pinned");
-                self.produce(span, &name, Memory::PinnedHost, Production::Compute)
+                self.produce(span, &name, Memory::PinnedHost, Production::Host)
             }
             "untyped_storage" | "storage" => Value::Storage(own),
             "copy_" => {
@@ -1436,6 +1484,13 @@ fn staged_production(transfer: bool) -> Production {
     } else {
         Production::Compute
     }
+}
+
+/// A statement that only adds ordering: a wait, a record, a synchronize.
+fn is_ordering_stmt(stmt: &Stmt) -> bool {
+    let Stmt::Expr(Expr::Call { func, .. }) = stmt else { return false };
+    let Expr::Attribute { attr, .. } = func.as_ref() else { return false };
+    matches!(attr.as_str(), "wait_stream" | "wait_event" | "record_stream" | "synchronize" | "record" | "wait")
 }
 
 fn root_name(expr: &Expr) -> Option<&str> {

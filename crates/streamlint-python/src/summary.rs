@@ -74,9 +74,11 @@ struct Scan<'a> {
 }
 
 impl Scan<'_> {
+    /// What call makes the value; for `a if c else b`, the call in either branch.
     fn call_kind(&self, expr: &Expr) -> Option<ApiCall> {
         match expr {
             Expr::Call { func, .. } => self.imports.qualify(func).and_then(|q| self.api.classify(&q)),
+            Expr::IfExp { body, orelse, .. } => self.call_kind(body).or_else(|| self.call_kind(orelse)),
             _ => None,
         }
     }

@@ -1,7 +1,7 @@
 //! SL001 missing-record-stream: memory used on another stream goes back to the allocator while
 //! that stream's work may still be pending.
 
-use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, Owner, Span, State, StreamId};
+use streamlint_graph::{BufferId, EscapeKind, Memory, Op, OpId, OpKind, Owner, Span, State, StreamId};
 
 use crate::{is_side_stream_transfer, Context, Finding, Label, Rule, Severity};
 
@@ -35,7 +35,9 @@ impl MissingRecordStream {
     /// A release (explicit, or at scope end when `scope_end` is the function's header).
     fn check_release(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, span: Span, scope_end: Option<Span>) {
         let Some(b) = state.buffer(buffer) else { return };
-        if b.escaped || is_side_stream_transfer(cx.body, b) || cx.wrong_record_reported(buffer) {
+        // Host memory under pending copies is SL007's; here only device memory.
+        let device = cx.body.buffer(buffer).memory == Memory::Device;
+        if !device || b.escaped || is_side_stream_transfer(cx.body, b) || cx.wrong_record_reported(buffer) {
             return;
         }
         let uncovered = state.uncovered_uses(buffer);

@@ -37,11 +37,16 @@ impl Rule for MissingStreamWait {
 
 impl MissingStreamWait {
     /// Does this body decide when `consumer` runs: did it create the stream, or does it make it
-    /// wait on something?
+    /// wait on something? Not for a stream whose identity is unknown (a name bound to different
+    /// streams on different paths).
     fn owns_ordering(&self, cx: &Context<'_>, consumer: StreamId) -> bool {
         let body = cx.body;
-        matches!(body.stream(consumer).origin, StreamOrigin::Created | StreamOrigin::Temporary)
-            || body.ops_iter().any(|(_, op)| match op.kind {
+        match body.stream(consumer).origin {
+            StreamOrigin::Created | StreamOrigin::Temporary => return true,
+            StreamOrigin::Unknown => return false,
+            _ => {}
+        }
+        body.ops_iter().any(|(_, op)| match op.kind {
                 OpKind::WaitStream { waiter, waitee } => waiter == consumer && waitee != consumer,
                 OpKind::WaitEvent { stream, .. } => stream == consumer,
                 _ => false,

@@ -22,12 +22,12 @@ impl Rule for RecordStreamWrongStream {
                 format!("`record_stream` on `{name}`, a host tensor: only device memory from the caching allocator can be recorded, and a CPU tensor raises at run time"),
                 "remove the call; if a non-blocking copy reads this buffer, keep the buffer alive until an event recorded after the copy has completed".to_string(),
             )
-        } else if stream == alloc && b.how != Production::Entry {
+        } else if stream == alloc && b.how != Production::Entry && crosses_streams(cx.body, buffer, alloc) {
             (
                 format!("`record_stream` of {} on `{name}` does nothing: `{name}` was allocated on that stream, and the allocator ignores uses on the allocation stream", cx.stream_name(stream)),
                 consumer_help(cx, buffer, alloc),
             )
-        } else if !used_on(cx.body, buffer, stream) && knows_all_uses(cx.body, buffer, stream) {
+        } else if b.how != Production::Entry && !used_on(cx.body, buffer, stream) && knows_all_uses(cx.body, buffer, stream) {
             (
                 format!("`record_stream` of {} on `{name}`, which is never used on that stream", cx.stream_name(stream)),
                 consumer_help(cx, buffer, alloc),
@@ -71,6 +71,12 @@ fn streams_using(body: &Body, buffer: BufferId) -> Vec<StreamId> {
     out
 }
 
+/// Is the buffer used away from its allocation stream here? If not, recording the allocation
+/// stream is pointless but leaves nothing unprotected that this body can see.
+fn crosses_streams(body: &Body, buffer: BufferId, alloc: StreamId) -> bool {
+    streams_using(body, buffer).iter().any(|s| *s != alloc)
+}
+
 fn used_on(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
     streams_using(body, buffer).contains(&stream)
 }
@@ -79,9 +85,9 @@ fn used_on(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
 /// (other code may use it there) or the stream came from elsewhere. A returned value is used
 /// by the caller on the current stream.
 fn knows_all_uses(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
-    let leaves = body.ops_iter().any(|(_, op)| {
+    let kept = body.ops_iter().any(|(_, op)| {
         matches!(op.kind, OpKind::Escape { buffer: b, kind } if b == buffer && kind != EscapeKind::Caller)
     });
     let local_stream = matches!(body.stream(stream).origin, StreamOrigin::Created | StreamOrigin::Ambient | StreamOrigin::Attribute);
-    !leaves && local_stream
+    !kept && local_stream
 }
