@@ -112,6 +112,8 @@ impl Value {
             (a, b) if a == b => a.clone(),
             // `x = None` on one path: what the other path bound may still be there.
             (Value::None, known) | (known, Value::None) => known.clone(),
+            // A tensor on one path and something untracked on the other: the tensor may be there.
+            (t @ (Value::Tensors(_) | Value::Param(_)), Value::Unknown) | (Value::Unknown, t @ (Value::Tensors(_) | Value::Param(_))) => t.clone(),
             // `torch.cuda.Stream() if multi_stream else nullcontext()`: a side stream on one
             // path and no stream context on the other.
             (Value::Stream(s), Value::Unknown) | (Value::Unknown, Value::Stream(s)) if s.0 != 0 => Value::Stream(*s),
@@ -537,19 +539,27 @@ impl<'a> Lowerer<'a> {
             }
             Stmt::With { items, body, .. } => {
                 let saved = self.current;
+                let mut acquired = Vec::new();
                 for item in items {
                     let v = self.eval(&item.context);
                     match v {
                         Value::StreamContext(Some(s)) | Value::Stream(s) => self.current = s,
                         _ => {
+                            acquired.extend(self.acquired_streams(&item.context));
                             if let Some(var) = &item.var {
                                 self.assign(var, Value::Unknown, item.context.span());
                             }
                         }
                     }
                 }
+                for &(s, span) in &acquired {
+                    self.b.push(OpKind::WaitStream { waiter: s, waitee: saved }, span);
+                }
                 self.stmts(body);
                 self.current = saved;
+                for &(s, span) in &acquired {
+                    self.b.push(OpKind::WaitStream { waiter: saved, waitee: s }, span);
+                }
             }
             Stmt::Try { body, handlers, orelse, finalbody, .. } => {
                 let from = self.b.current();
@@ -620,6 +630,24 @@ impl<'a> Lowerer<'a> {
             }
             Stmt::Other => {}
         }
+    }
+
+    /// Streams handed to a context manager the analysis does not know
+    /// (`with stream_acquire_context(self.stream, self.event):`). Such helpers exist to order
+    /// the stream with the caller's; the analysis takes them to wait for the current stream on
+    /// entry and to make the current stream wait for them on exit.
+    fn acquired_streams(&mut self, context: &Expr) -> Vec<(StreamId, Span)> {
+        let Expr::Call { args, keywords, span, .. } = context else { return Vec::new() };
+        let mut out = Vec::new();
+        for a in args.iter().chain(keywords.iter().map(|k| &k.value)) {
+            if let Some(Value::Stream(s)) = a.dotted().and_then(|d| self.env.get(&d).cloned()) {
+                out.push((s, *span));
+            } else if let Some(d) = a.dotted().filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream"))) {
+                let s = self.named_stream(&d);
+                out.push((s, *span));
+            }
+        }
+        out
     }
 
     fn lower_loop(
@@ -947,7 +975,7 @@ impl<'a> Lowerer<'a> {
                 let how = staged_production(transfer);
                 self.entry_ops.push((OpKind::Produce { buffer: buf, stream: s, how }, span));
                 let class = self.class?;
-                let waits_here = class.methods.get(&self.method).is_some_and(|m| m.waits_on.contains(&stream));
+                let waits_here = class.methods.get(&self.method).is_some_and(|m| m.orders(&stream));
                 if !waits_here && class.waited_elsewhere(&stream, &self.method) {
                     // Another method orders the current stream after the producer; assume the
                     // caller calls it first.
@@ -1048,6 +1076,12 @@ impl<'a> Lowerer<'a> {
             let current = self.current;
             if s != current {
                 self.b.push(OpKind::WaitStream { waiter: current, waitee: s }, span);
+            }
+        }
+        for name in summary.syncs.clone() {
+            if self.class.is_some_and(|c| matches!(c.attrs.get(&name), Some(AttrKind::Stream | AttrKind::StreamCache))) {
+                let s = self.named_stream(&name);
+                self.b.push(OpKind::SyncStream { stream: s }, span);
             }
         }
         for (attr, kind) in summary.assigns.clone() {
@@ -1244,6 +1278,17 @@ impl<'a> Lowerer<'a> {
         keywords: &[Keyword],
         span: Span,
     ) -> Value {
+        if let (Expr::Name { id, .. }, "set_") = (receiver, method) {
+            // `t.set_(other_storage, ...)`: the name now views another tensor's memory.
+            let vals = self.eval_args(args, keywords);
+            let viewed = match vals.first() {
+                Some(Value::Storage(b)) => Value::Tensors(b.clone()),
+                Some(v @ (Value::Tensors(_) | Value::Param(_))) => v.clone(),
+                _ => Value::Unknown,
+            };
+            self.env.insert(id.clone(), viewed.clone());
+            return viewed;
+        }
         match recv {
             Value::Stream(s) => self.stream_method(s, method, args, keywords, span),
             Value::Event(e) => self.event_method(e, method, args, keywords, span),

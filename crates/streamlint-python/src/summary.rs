@@ -29,8 +29,18 @@ pub enum AttrKind {
 pub struct MethodSummary {
     /// Attributes the method assigns, with what they hold.
     pub assigns: Vec<(String, AttrKind)>,
-    /// Stream attributes the method makes the current stream wait on (or synchronizes).
+    /// Stream attributes the method makes the current stream wait on.
     pub waits_on: HashSet<String>,
+    /// Stream attributes the method waits for on the host (directly, or through an event
+    /// attribute recorded on the stream).
+    pub syncs: HashSet<String>,
+}
+
+impl MethodSummary {
+    /// Does the method order the current stream (or the host) after `stream`?
+    pub fn orders(&self, stream: &str) -> bool {
+        self.waits_on.contains(stream) || self.syncs.contains(stream)
+    }
 }
 
 #[derive(Clone, Debug, Default)]
@@ -42,9 +52,16 @@ pub struct ClassSummary {
 impl ClassSummary {
     pub fn build(body: &[Stmt], api: &ApiModel, imports: &Imports) -> ClassSummary {
         let mut summary = ClassSummary::default();
+        let mut recorded_on = HashMap::new();
         for stmt in body {
             if let Stmt::Def(f) = stmt {
-                let mut scan = Scan { api, imports, with_streams: Vec::new(), method: MethodSummary::default() };
+                let mut scan = Scan {
+                    api,
+                    imports,
+                    with_streams: Vec::new(),
+                    method: MethodSummary::default(),
+                    recorded_on: &mut recorded_on,
+                };
                 scan.stmts(&f.body);
                 for (attr, kind) in &scan.method.assigns {
                     let known = summary.attrs.get(attr);
@@ -56,12 +73,21 @@ impl ClassSummary {
                 summary.methods.insert(f.name.clone(), scan.method);
             }
         }
+        summary.resolve_event_syncs(&recorded_on);
         summary
     }
 
     /// Does some method other than `except` make the current stream wait on `stream`?
     pub fn waited_elsewhere(&self, stream: &str, except: &str) -> bool {
-        self.methods.iter().any(|(name, m)| name != except && m.waits_on.contains(stream))
+        self.methods.iter().any(|(name, m)| name != except && m.orders(stream))
+    }
+
+    /// Resolve host syncs of event attributes to the streams the events are recorded on.
+    fn resolve_event_syncs(&mut self, recorded_on: &HashMap<String, String>) {
+        for m in self.methods.values_mut() {
+            let streams: Vec<String> = m.syncs.iter().filter_map(|e| recorded_on.get(e).cloned()).collect();
+            m.syncs.extend(streams);
+        }
     }
 }
 
@@ -71,6 +97,8 @@ struct Scan<'a> {
     /// Dotted stream expressions of the enclosing `with torch.cuda.stream(..)` blocks.
     with_streams: Vec<String>,
     method: MethodSummary,
+    /// Event attributes and the stream attribute they are recorded on, across the class.
+    recorded_on: &'a mut HashMap<String, String>,
 }
 
 impl Scan<'_> {
@@ -138,11 +166,19 @@ impl Scan<'_> {
             Some(ApiCall::StreamFactory) => Some(AttrKind::Stream),
             Some(ApiCall::CurrentStream | ApiCall::DefaultStream) => Some(AttrKind::AmbientStream),
             Some(ApiCall::EventFactory) => Some(AttrKind::Event),
-            _ if is_method_call(value, "record_event") => Some(AttrKind::Event),
+            _ if is_method_call(value, "record_event") => {
+                if let Some(stream) = method_receiver(value).and_then(Expr::dotted) {
+                    self.recorded_on.insert(attr.clone(), stream);
+                }
+                Some(AttrKind::Event)
+            }
             _ if is_method_call(value, "pin_memory") => Some(AttrKind::PinnedHost),
             _ if cache => None,
             _ => match (self.with_streams.last(), value) {
+                // Literals, and what free functions return (`cast(..)`, `SomeAwaitable(..)`,
+                // helpers that move data to the host) are not known to be device tensors.
                 (Some(_), Expr::Constant { .. } | Expr::Collection { .. }) => None,
+                (Some(_), Expr::Call { func, .. }) if matches!(func.as_ref(), Expr::Name { .. }) => None,
                 (Some(stream), _) => Some(AttrKind::Tensor {
                     stream: stream.clone(),
                     transfer: is_method_call(value, "cuda") || is_method_call(value, "to"),
@@ -174,11 +210,29 @@ impl Scan<'_> {
             }
             "synchronize" => {
                 if let Some(s) = receiver.dotted() {
-                    self.method.waits_on.insert(s);
+                    self.method.syncs.insert(s);
+                }
+            }
+            "record" => {
+                // `self.done.record(self.copy_stream)` / `.record()` inside a stream block.
+                let stream = args.first().and_then(Expr::dotted).or_else(|| self.with_streams.last().cloned());
+                if let (Some(event), Some(stream)) = (receiver.dotted(), stream) {
+                    self.recorded_on.insert(event, stream);
                 }
             }
             _ => {}
         }
+    }
+}
+
+/// The receiver of a method call expression.
+fn method_receiver(expr: &Expr) -> Option<&Expr> {
+    match expr {
+        Expr::Call { func, .. } => match func.as_ref() {
+            Expr::Attribute { value, .. } => Some(value),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -87,7 +87,9 @@ impl MissingRecordStream {
     fn check_hand_off(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, span: Span) {
         let Some(b) = state.buffer(buffer) else { return };
         let ambient: StreamId = cx.body.ambient;
+        // A value also kept by the object (or elsewhere) lives on after the caller is done.
         if b.alloc_stream == ambient
+            || b.escaped
             || b.recorded.contains(&ambient)
             || is_side_stream_transfer(cx.body, b)
             || cx.wrong_record_reported(buffer)
