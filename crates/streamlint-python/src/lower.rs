@@ -178,10 +178,13 @@ pub struct Lowerer<'a> {
 }
 
 impl<'a> Lowerer<'a> {
-    /// Lower a function (or, with `def` = `None`, the module's top-level statements).
+    /// Lower a function (or, with `def` = `None`, the module's top-level statements). `class`
+    /// is the summary of the class whose `self` the function sees: its own (a method) or its
+    /// enclosing method's (a closure, `is_method` false).
     pub fn lower(
         cx: &'a ModuleContext<'a>,
         class: Option<&'a ClassSummary>,
+        is_method: bool,
         def: Option<&FunctionDef>,
         module_body: &[Stmt],
     ) -> Body {
@@ -219,7 +222,7 @@ impl<'a> Lowerer<'a> {
         };
         match def {
             Some(d) => {
-                l.bind_params(d, class.is_some());
+                l.bind_params(d, is_method);
                 l.stmts(&d.body);
             }
             None => l.stmts(module_body),
@@ -230,7 +233,10 @@ impl<'a> Lowerer<'a> {
         if let Some(d) = def {
             l.b.push(OpKind::ScopeEnd, d.name_span);
         }
-        let entry_ops = std::mem::take(&mut l.entry_ops);
+        // Values that exist at entry first, then what orders them (events, waits).
+        let (mut entry_ops, ordering): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut l.entry_ops).into_iter().partition(|(k, _)| matches!(k, OpKind::Produce { .. }));
+        entry_ops.extend(ordering);
         l.b.prepend_to_entry(entry_ops);
         l.b.finish()
     }
@@ -374,8 +380,12 @@ impl<'a> Lowerer<'a> {
     /// The value is used where only a tensor fits.
     fn confirm(&mut self, values: &[Value]) {
         for v in values {
-            if let Value::Param(b) = v {
-                self.confirmed.insert(*b);
+            match v {
+                Value::Param(b) => {
+                    self.confirmed.insert(*b);
+                }
+                Value::Group(items) => self.confirm(items),
+                _ => {}
             }
         }
     }
@@ -415,6 +425,18 @@ impl<'a> Lowerer<'a> {
                 self.b.push(OpKind::HandOffEvent { event }, span);
             }
         }
+    }
+
+    /// `return v` / `yield v`: the caller consumes the value. What the object still holds
+    /// outlives the caller's use, so it is marked as kept by the object first.
+    fn hand_to_caller(&mut self, value: &Value, span: Span) {
+        for buffer in value.buffers() {
+            let held = self.env.iter().any(|(k, v)| k.starts_with("self.") && v.buffers().contains(&buffer));
+            if held {
+                self.b.push(OpKind::Escape { buffer, kind: EscapeKind::Attribute }, span);
+            }
+        }
+        self.escape(value, EscapeKind::Caller, span);
     }
 
     /// Is `buffer` held by a name other than `except`?
@@ -487,7 +509,7 @@ impl<'a> Lowerer<'a> {
             Stmt::Return { value, span } => {
                 if let Some(v) = value {
                     let v = self.eval(v);
-                    self.escape(&v, EscapeKind::Caller, *span);
+                    self.hand_to_caller(&v, *span);
                 }
                 self.jump(self.exit);
             }
@@ -796,6 +818,7 @@ impl<'a> Lowerer<'a> {
             Expr::Collection { elts, .. } => {
                 let parts = match &value {
                     Value::Group(items) if items.len() == elts.len() => items.clone(),
+                    Value::Tensors(b) if b.len() == 1 => self.split_result(b[0], elts, span),
                     other => vec![other.clone(); elts.len()],
                 };
                 for (e, v) in elts.iter().zip(parts) {
@@ -805,6 +828,28 @@ impl<'a> Lowerer<'a> {
             Expr::Starred { value: inner, .. } => self.assign(inner, value, span),
             _ => {}
         }
+    }
+
+    /// `values, indices = x.topk(k)`: an op that returns several tensors makes one buffer per
+    /// name, each produced where the first one was.
+    fn split_result(&mut self, first: BufferId, names: &[Expr], span: Span) -> Vec<Value> {
+        // Only a result made by this very statement; views (`unbind`, `split`) share memory.
+        let just_made = match self.b.body().ops.last().map(|op| &op.kind) {
+            Some(OpKind::Produce { buffer, stream, .. }) if *buffer == first => Some(*stream),
+            _ => None,
+        };
+        let Some(stream) = just_made else {
+            return vec![Value::Tensors(vec![first]); names.len()];
+        };
+        let info = self.b.body().buffer(first).clone();
+        let mut parts = vec![Value::Tensors(vec![first])];
+        for (i, n) in names.iter().enumerate().skip(1) {
+            let name = n.dotted().unwrap_or_else(|| format!("{}[{i}]", info.name));
+            let buf = self.buffer_at(n.span(), "part", &name, info.memory, info.owner);
+            self.b.push(OpKind::Produce { buffer: buf, stream, how: Production::Compute }, span);
+            parts.push(Value::Tensors(vec![buf]));
+        }
+        parts
     }
 
     // ----- expressions ----------------------------------------------------------------------
@@ -864,7 +909,7 @@ impl<'a> Lowerer<'a> {
             Expr::Yield { value, span } => {
                 if let Some(v) = value {
                     let v = self.eval(v);
-                    self.escape(&v, EscapeKind::Caller, *span);
+                    self.hand_to_caller(&v, *span);
                 }
                 Value::Unknown
             }
@@ -956,7 +1001,15 @@ impl<'a> Lowerer<'a> {
         Some(match kind {
             AttrKind::Stream | AttrKind::StreamCache => Value::Stream(self.named_stream(dotted)),
             AttrKind::AmbientStream => Value::Stream(self.b.ambient()),
-            AttrKind::Event => Value::Event(self.attribute_event(dotted)),
+            AttrKind::Event => {
+                let e = self.attribute_event(dotted);
+                // Recorded by another method after what it stages: known as recorded at entry.
+                if let Some(stream) = self.class?.event_streams.get(dotted).cloned() {
+                    let s = self.named_stream(&stream);
+                    self.entry_ops.push((OpKind::RecordEvent { event: e, stream: s }, span));
+                }
+                Value::Event(e)
+            }
             AttrKind::PinnedHost => {
                 let buf = self.attribute_buffer(dotted, Memory::PinnedHost);
                 let ambient = self.b.ambient();
@@ -1177,9 +1230,6 @@ impl<'a> Lowerer<'a> {
                     self.confirm(&vals[..1]);
                 }
                 let inputs = self.tensor_buffers(&vals);
-                if inputs.is_empty() {
-                    return Value::Unknown;
-                }
                 self.read_all(&inputs, span);
                 let name = self.value_name("result");
                 self.produce(span, &name, Memory::Device, Production::Compute)
@@ -1223,7 +1273,12 @@ impl<'a> Lowerer<'a> {
 
     /// Where a device argument (`"cuda:0"`, `torch.device("cpu")`, `device`, a dtype) points.
     fn target_of(&mut self, expr: &Expr) -> Target {
-        if let Some(s) = expr.as_str() {
+        // `"cuda:0"`, and f-strings such as `f"cuda:{rank}"` by their leading text.
+        let text = match expr {
+            Expr::Opaque { parts, .. } => parts.first().and_then(Expr::as_str),
+            other => other.as_str(),
+        };
+        if let Some(s) = text {
             return if s.starts_with("cpu") { Target::Host } else { Target::Device };
         }
         if let Expr::Call { func, args, .. } = expr {
@@ -1316,6 +1371,15 @@ impl<'a> Lowerer<'a> {
             Value::Param(_) if TENSOR_METHODS.contains(&method) || VIEW_METHODS.contains(&method) => {
                 self.tensor_method(recv, method, args, keywords, span)
             }
+            Value::Group(_) if matches!(method, "values" | "items" | "keys" | "copy") => {
+                self.eval_args(args, keywords);
+                Value::tensors(recv.buffers())
+            }
+            Value::Unknown if makes_tensor(method) => {
+                // `self.next_input.cuda()`, `self.shard.new_empty(n)`: a tensor method on a
+                // value the analysis does not track makes a tensor it does.
+                self.tensor_method(Value::Unknown, method, args, keywords, span)
+            }
             _ => {
                 let vals = self.eval_args(args, keywords);
                 if ["append", "extend", "insert", "add", "put", "put_nowait", "appendleft", "setdefault", "update", "push"]
@@ -1345,8 +1409,11 @@ impl<'a> Lowerer<'a> {
                     self.read_all(&inputs, span);
                     return Value::Unknown;
                 }
-                // A method of some other object: it may keep its arguments, and nothing says it
-                // runs device work on them.
+                if !self.tensor_buffers(&vals).is_empty() {
+                    // `attn.norm_out(h)`: a method given tensors, most often a submodule.
+                    return self.module_call(vals, args.len(), span);
+                }
+                // A method of some other object: it may keep its arguments.
                 for v in &vals {
                     self.escape(v, EscapeKind::UnknownCallee, span);
                 }
@@ -1454,7 +1521,8 @@ impl<'a> Lowerer<'a> {
                         None => Target::SameDevice,
                     },
                 };
-                let name = self.value_name(&self.b.body().buffer(own[0]).name.clone());
+                let source = own.first().map(|b| self.b.body().buffer(*b).name.clone()).unwrap_or_else(|| "tensor".into());
+                let name = self.value_name(&source);
                 match target {
                     Target::Device if known_device => recv,
                     Target::Device => {
@@ -1529,6 +1597,14 @@ fn staged_production(transfer: bool) -> Production {
     } else {
         Production::Compute
     }
+}
+
+/// Tensor methods that make a new tensor (not views, in-place ops, host reads or stream calls).
+fn makes_tensor(method: &str) -> bool {
+    TENSOR_METHODS.contains(&method)
+        && !method.ends_with('_')
+        && !HOST_READ_METHODS.contains(&method)
+        && !matches!(method, "record_stream" | "backward" | "data" | "grad" | "split" | "chunk")
 }
 
 /// A statement that only adds ordering: a wait, a record, a synchronize.

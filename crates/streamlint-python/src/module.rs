@@ -32,32 +32,34 @@ pub fn lower_module(stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
             })
             .collect(),
     };
-    let mut bodies = vec![Lowerer::lower(&cx, None, None, stmts)];
-    lower_defs(&cx, stmts, None, &mut bodies);
+    let mut bodies = vec![Lowerer::lower(&cx, None, false, None, stmts)];
+    lower_defs(&cx, stmts, None, false, &mut bodies);
     bodies
 }
 
-/// Lower the functions defined in `stmts` (and those nested in them).
-fn lower_defs(cx: &ModuleContext<'_>, stmts: &[Stmt], class: Option<&ClassSummary>, out: &mut Vec<Body>) {
+/// Lower the functions defined in `stmts` (and those nested in them). `in_class` says whether
+/// `stmts` is a class body (its functions are methods); functions nested in a method keep the
+/// method's class, since they close over its `self`.
+fn lower_defs(cx: &ModuleContext<'_>, stmts: &[Stmt], class: Option<&ClassSummary>, in_class: bool, out: &mut Vec<Body>) {
     for s in stmts {
         match s {
             Stmt::Def(f) => {
-                out.push(Lowerer::lower(cx, class, Some(f), &[]));
-                lower_defs(cx, &f.body, None, out);
+                out.push(Lowerer::lower(cx, class, in_class, Some(f), &[]));
+                lower_defs(cx, &f.body, class, false, out);
             }
             Stmt::Class(c) => {
                 let summary = ClassSummary::build(&c.body, cx.api, &cx.imports);
-                lower_defs(cx, &c.body, Some(&summary), out);
+                lower_defs(cx, &c.body, Some(&summary), true, out);
             }
             Stmt::If { body, orelse, .. } => {
-                lower_defs(cx, body, class, out);
-                lower_defs(cx, orelse, class, out);
+                lower_defs(cx, body, class, in_class, out);
+                lower_defs(cx, orelse, class, in_class, out);
             }
             Stmt::Try { body, handlers, orelse, finalbody, .. } => {
-                lower_defs(cx, body, class, out);
-                handlers.iter().for_each(|h| lower_defs(cx, h, class, out));
-                lower_defs(cx, orelse, class, out);
-                lower_defs(cx, finalbody, class, out);
+                lower_defs(cx, body, class, in_class, out);
+                handlers.iter().for_each(|h| lower_defs(cx, h, class, in_class, out));
+                lower_defs(cx, orelse, class, in_class, out);
+                lower_defs(cx, finalbody, class, in_class, out);
             }
             _ => {}
         }

@@ -46,6 +46,8 @@ impl MethodSummary {
 #[derive(Clone, Debug, Default)]
 pub struct ClassSummary {
     pub attrs: HashMap<String, AttrKind>,
+    /// Event attributes and the stream attribute each is recorded on.
+    pub event_streams: HashMap<String, String>,
     pub methods: HashMap<String, MethodSummary>,
 }
 
@@ -53,6 +55,13 @@ impl ClassSummary {
     pub fn build(body: &[Stmt], api: &ApiModel, imports: &Imports) -> ClassSummary {
         let mut summary = ClassSummary::default();
         let mut recorded_on = HashMap::new();
+        let methods: HashSet<String> = body
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Def(f) => Some(f.name.clone()),
+                _ => None,
+            })
+            .collect();
         for stmt in body {
             if let Stmt::Def(f) = stmt {
                 let mut scan = Scan {
@@ -61,6 +70,7 @@ impl ClassSummary {
                     with_streams: Vec::new(),
                     method: MethodSummary::default(),
                     recorded_on: &mut recorded_on,
+                    methods: &methods,
                 };
                 scan.stmts(&f.body);
                 for (attr, kind) in &scan.method.assigns {
@@ -74,6 +84,7 @@ impl ClassSummary {
             }
         }
         summary.resolve_event_syncs(&recorded_on);
+        summary.event_streams = recorded_on;
         summary
     }
 
@@ -99,6 +110,8 @@ struct Scan<'a> {
     method: MethodSummary,
     /// Event attributes and the stream attribute they are recorded on, across the class.
     recorded_on: &'a mut HashMap<String, String>,
+    /// The class's own methods: what they return is not known to be a tensor.
+    methods: &'a HashSet<String>,
 }
 
 impl Scan<'_> {
@@ -109,6 +122,12 @@ impl Scan<'_> {
             Expr::IfExp { body, orelse, .. } => self.call_kind(body).or_else(|| self.call_kind(orelse)),
             _ => None,
         }
+    }
+
+    /// `self.m` for a method `m` of this class.
+    fn is_own_method(&self, func: &Expr) -> bool {
+        matches!(func, Expr::Attribute { value, attr, .. }
+            if matches!(value.as_ref(), Expr::Name { id, .. } if id == "self") && self.methods.contains(attr))
     }
 
     fn stmts(&mut self, stmts: &[Stmt]) {
@@ -127,6 +146,14 @@ impl Scan<'_> {
             }
             Stmt::Expr(e) => self.expr(e),
             Stmt::With { items, body, .. } => {
+                // A context manager the model does not know, given a stream, is taken to order
+                // that stream with the current one (as the frontend does).
+                for item in items {
+                    if let (Expr::Call { args, .. }, None) = (&item.context, self.call_kind(&item.context)) {
+                        let streams = args.iter().filter_map(Expr::dotted).filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream")));
+                        self.method.waits_on.extend(streams.collect::<Vec<_>>());
+                    }
+                }
                 let pushed = items
                     .iter()
                     .filter_map(|i| match (&i.context, self.call_kind(&i.context)) {
@@ -179,6 +206,7 @@ impl Scan<'_> {
                 // helpers that move data to the host) are not known to be device tensors.
                 (Some(_), Expr::Constant { .. } | Expr::Collection { .. }) => None,
                 (Some(_), Expr::Call { func, .. }) if matches!(func.as_ref(), Expr::Name { .. }) => None,
+                (Some(_), Expr::Call { func, .. }) if self.is_own_method(func) => None,
                 (Some(stream), _) => Some(AttrKind::Tensor {
                     stream: stream.clone(),
                     transfer: is_method_call(value, "cuda") || is_method_call(value, "to"),

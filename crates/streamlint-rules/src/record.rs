@@ -1,6 +1,6 @@
 //! SL002 record-stream-wrong-stream: a `record_stream` that protects nothing.
 
-use streamlint_graph::{Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin};
+use streamlint_graph::{Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Owner, Production, State, StreamId, StreamOrigin};
 
 use crate::{Context, Finding, Label, Rule, Severity};
 
@@ -89,5 +89,6 @@ fn knows_all_uses(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
         matches!(op.kind, OpKind::Escape { buffer: b, kind } if b == buffer && kind != EscapeKind::Caller)
     });
     let local_stream = matches!(body.stream(stream).origin, StreamOrigin::Created | StreamOrigin::Ambient | StreamOrigin::Attribute);
-    !kept && local_stream
+    let local_value = body.buffer(buffer).owner == Owner::Local;
+    !kept && local_stream && local_value
 }
