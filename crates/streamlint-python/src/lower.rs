@@ -524,7 +524,8 @@ impl<'a> Lowerer<'a> {
             Stmt::Assign { targets, value, augmented, span } => self.assign_stmt(targets, value, *augmented, *span),
             Stmt::For { target, iter, body, orelse, span } => {
                 let it = self.eval(iter);
-                let element = self.element_of(&it, target);
+                let counting = matches!(iter, Expr::Call { func, .. } if func.dotted().as_deref() == Some("range"));
+                let element = if counting { Value::Unknown } else { self.element_of(&it, target) };
                 self.lower_loop(None, Some((target, element)), body, orelse, *span);
             }
             Stmt::While { test, body, orelse, span } => self.lower_loop(Some(test), None, body, orelse, *span),
@@ -897,6 +898,12 @@ impl<'a> Lowerer<'a> {
                     self.read_all(&inputs, *span);
                     let name = self.value_name("result");
                     return self.produce(*span, &name, Memory::Device, Production::Compute);
+                }
+                if self.is_tensor(&v) && matches!(i, Value::Param(_)) {
+                    // `blocks[slots]` with indices from the caller may gather (a read); the
+                    // result is kept as a view so that writes through it reach `blocks`.
+                    let inputs = self.tensor_buffers(std::slice::from_ref(&v));
+                    self.read_all(&inputs, *span);
                 }
                 match v {
                     Value::Group(_) => Value::tensors(v.buffers()),
