@@ -19,3 +19,27 @@ pub fn lower_source(source: &str, path: &str, api: &ApiModel) -> Result<Vec<Body
     let stmts = parser::parse_module(source, path)?;
     Ok(module::lower_module(&stmts, api))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syntax_errors_carry_their_offset() {
+        let err = lower_source("import torch\ns = torch.cuda.Stream(\n", "x.py", &ApiModel::default()).unwrap_err();
+        assert!(err.offset >= 13, "{err:?}");
+    }
+
+    #[test]
+    fn every_function_method_and_closure_is_a_body() {
+        let src = "import torch\nclass P:\n    def a(self):\n        def inner():\n            pass\n        return inner\n\ndef b():\n    pass\n";
+        let names: Vec<String> = lower_source(src, "x.py", &ApiModel::default()).unwrap().into_iter().map(|b| b.name).collect();
+        assert_eq!(names, ["<module>", "a", "inner", "b"]);
+    }
+
+    #[test]
+    fn match_statements_and_type_parameters_lower() {
+        let src = "import torch\ndef f[T](x: T) -> T:\n    match x:\n        case 1:\n            torch.cuda.synchronize()\n        case _:\n            pass\n    return x\n";
+        assert!(lower_source(src, "x.py", &ApiModel::default()).is_ok());
+    }
+}

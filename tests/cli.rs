@@ -1,0 +1,156 @@
+//! End-to-end tests of the command line: exit codes, output formats, bad input.
+
+use std::path::{Path, PathBuf};
+
+use streamlint_tests::repo_root;
+
+/// Run the CLI in-process; returns (exit code, stdout, stderr).
+fn run(args: &[&str]) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("streamlint").chain(args.iter().copied());
+    let code = streamlint_cli::run(argv, &mut out, &mut err);
+    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
+}
+
+fn fixture(rel: &str) -> String {
+    repo_root().join("fixtures/python").join(rel).to_string_lossy().into_owned()
+}
+
+/// A scratch directory unique to one test.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("streamlint-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, name: &str, content: &[u8]) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+const BUGGY: &str = "import torch\n\ndef f(x: torch.Tensor):\n    side = torch.cuda.Stream()\n    y = x * 2\n    with torch.cuda.stream(side):\n        z = y + 1\n    return z.sum().item()\n";
+
+#[test]
+fn findings_exit_one_and_clean_files_exit_zero() {
+    let (code, out, _) = run(&["check", "--output-format", "concise", &fixture("SL001/bad_docs_pattern_del_without_record.py")]);
+    assert_eq!(code, 1);
+    assert!(out.contains("SL001"), "{out}");
+    let (code, out, _) = run(&["check", "--output-format", "concise", &fixture("SL001/good_docs_pattern.py")]);
+    assert_eq!((code, out.as_str()), (0, ""));
+    let (code, _, _) = run(&["check", "--exit-zero", &fixture("SL001/bad_docs_pattern_del_without_record.py")]);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn concise_lines_name_file_position_and_code() {
+    let dir = scratch("concise");
+    let file = write(&dir, "train.py", BUGGY.as_bytes());
+    let (code, out, _) = run(&["check", "--output-format", "concise", &file]);
+    assert_eq!(code, 1);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(lines[0].starts_with(&format!("{file}:7:13: SL001 `y` is freed when the function returns")), "{out}");
+    assert!(lines[1].starts_with(&format!("{file}:7:13: SL003 `y` is read on `side`")), "{out}");
+    assert!(lines[2].starts_with(&format!("{file}:8:12: SL003 `z` is read on the current stream")), "{out}");
+}
+
+#[test]
+fn json_has_the_documented_shape() {
+    let (code, out, _) = run(&["check", "--output-format", "json", &fixture("SL002/bad_record_own_stream_in_block.py")]);
+    assert_eq!(code, 1);
+    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let first = &items.as_array().unwrap()[0];
+    assert_eq!(first["code"], "SL002");
+    assert_eq!(first["name"], "record-stream-wrong-stream");
+    assert_eq!(first["severity"], "error");
+    assert!(first["message"].as_str().unwrap().contains("does nothing"));
+    assert!(first["filename"].as_str().unwrap().ends_with("bad_record_own_stream_in_block.py"));
+    assert!(first["location"]["row"].as_u64().unwrap() > 0 && first["location"]["column"].as_u64().unwrap() > 0);
+    assert!(first["end_location"]["row"].is_u64());
+    assert!(first["fix"].is_null());
+    assert!(first["url"].as_str().unwrap().ends_with("rules/SL002.md"));
+    assert!(first["related"].as_array().is_some_and(|r| !r.is_empty() && r[0]["location"]["row"].is_u64()));
+}
+
+#[test]
+fn full_output_shows_the_snippet_and_the_fix() {
+    let (_, out, _) = run(&["check", &fixture("SL003/bad_self_wait_inside_block.py")]);
+    assert!(out.contains("error[SL003]"), "{out}");
+    assert!(out.contains("help:") && out.contains("Found 1 problem"), "{out}");
+    assert!(!out.contains('\u{1b}'), "no colour when not on a terminal");
+}
+
+#[test]
+fn unparsable_and_undecodable_files_are_reported_and_others_still_checked() {
+    let dir = scratch("badinput");
+    write(&dir, "broken.py", b"import torch\ns = torch.cuda.Stream(\n");
+    write(&dir, "latin1.py", b"# stream \xe9\xff\nx = 1\n");
+    write(&dir, "train.py", BUGGY.as_bytes());
+    let (code, out, _) = run(&["check", "--output-format", "concise", dir.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(out.contains("broken.py:") && out.contains("SL900 could not parse"), "{out}");
+    assert!(out.contains("latin1.py:1:1: SL900 the file is not valid UTF-8"), "{out}");
+    assert!(out.contains("train.py:7:13: SL003"), "{out}");
+}
+
+#[test]
+fn files_without_stream_code_are_not_parsed() {
+    let dir = scratch("prefilter");
+    let file = write(&dir, "plain.py", b"def f(:\n    return 1\n");
+    let (code, out, _) = run(&["check", "--output-format", "concise", &file]);
+    assert_eq!((code, out.as_str()), (0, ""));
+}
+
+#[test]
+fn missing_paths_exit_two_but_report_the_rest() {
+    let dir = scratch("missing");
+    let file = write(&dir, "train.py", BUGGY.as_bytes());
+    let (code, out, err) = run(&["check", "--output-format", "concise", &file, "does/not/exist.py"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("does/not/exist.py: no such file or directory"), "{err}");
+    assert!(out.contains("SL003"), "{out}");
+}
+
+#[test]
+fn selection_filters_rules_and_rejects_unknown_codes() {
+    let bad = fixture("SL002/bad_record_own_stream_in_block.py");
+    let (code, out, _) = run(&["check", "--output-format", "concise", "--select", "SL003", &bad]);
+    assert_eq!((code, out.as_str()), (0, ""));
+    // With SL002 off, the hazard it explains is still reported as the free that it leaves unprotected.
+    let (code, out, _) = run(&["check", "--output-format", "concise", "--select", "SL001", &bad]);
+    assert_eq!(code, 1);
+    assert!(out.contains("SL001"), "{out}");
+    let (code, _, _) = run(&["check", "--ignore", "record-stream-wrong-stream,SL001", &bad]);
+    assert_eq!(code, 0);
+    let (code, _, err) = run(&["check", "--select", "SL0O1", &bad]);
+    assert_eq!(code, 2);
+    assert!(err.contains("SL0O1"), "{err}");
+}
+
+#[test]
+fn rule_pages_are_printed() {
+    let (code, out, _) = run(&["rule", "SL001"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("# SL001 missing-record-stream") && out.contains("## Use instead"));
+    let (code, out, _) = run(&["rules"]);
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 4);
+    let (code, _, err) = run(&["rule", "SL999"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("SL999"));
+}
+
+#[test]
+fn directories_skip_hidden_and_virtualenv_folders() {
+    let dir = scratch("discovery");
+    std::fs::create_dir_all(dir.join(".hidden")).unwrap();
+    std::fs::create_dir_all(dir.join("env")).unwrap();
+    std::fs::write(dir.join("env/pyvenv.cfg"), "home = /usr\n").unwrap();
+    write(&dir.join(".hidden"), "a.py", BUGGY.as_bytes());
+    write(&dir.join("env"), "b.py", BUGGY.as_bytes());
+    let (code, out, _) = run(&["check", "--output-format", "concise", dir.to_str().unwrap()]);
+    assert_eq!((code, out.as_str()), (0, ""));
+}
