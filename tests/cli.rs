@@ -154,3 +154,18 @@ fn directories_skip_hidden_and_virtualenv_folders() {
     let (code, out, _) = run(&["check", "--output-format", "concise", dir.to_str().unwrap()]);
     assert_eq!((code, out.as_str()), (0, ""));
 }
+
+#[test]
+fn suppression_comments_hide_findings_and_unused_ones_are_reported() {
+    let dir = scratch("suppress");
+    let suppressed = BUGGY
+        .replace("        z = y + 1\n", "        z = y + 1  # noqa: SL001, SL003\n")
+        .replace("    return z.sum().item()\n", "    return z.sum().item()  # streamlint: ignore[SL003]\n");
+    let file = write(&dir, "train.py", suppressed.as_bytes());
+    let (code, out, _) = run(&["check", "--output-format", "concise", &file]);
+    assert_eq!((code, out.as_str()), (0, ""));
+    let stale = BUGGY.replace("    y = x * 2\n", "    y = x * 2  # streamlint: ignore[SL002]\n");
+    let file = write(&dir, "stale.py", stale.as_bytes());
+    let (_, out, _) = run(&["check", "--output-format", "concise", "--select", "SL901", &file]);
+    assert!(out.contains(":5:") && out.contains("SL901 unused suppression of SL002"), "{out}");
+}

@@ -4,13 +4,14 @@
 
 mod discover;
 mod select;
+mod suppress;
 
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use streamlint_graph::Span;
 use streamlint_python::ApiModel;
-use streamlint_rules::{Finding, Severity, PARSE_ERROR};
+use streamlint_rules::{Finding, Severity, PARSE_ERROR, UNUSED_SUPPRESSION};
 
 pub use discover::{discover, Discovery};
 pub use select::Selection;
@@ -64,6 +65,8 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
     let mut findings: Vec<Finding> = bodies.iter().flat_map(|b| streamlint_rules::check_body(b, &enabled)).collect();
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
+    let mut findings = suppress::apply(source, findings, enabled(UNUSED_SUPPRESSION.code));
+    findings.sort_by_key(|f| (f.span, f.code));
     findings
 }
 

@@ -22,7 +22,7 @@ impl Selection {
 
     /// Patterns that name no rule: a typo the user should hear about.
     pub fn unknown_patterns(&self) -> Vec<String> {
-        let codes: Vec<&str> = streamlint_rules::RULES.iter().map(|r| r.code).chain([streamlint_rules::PARSE_ERROR.code]).collect();
+        let codes: Vec<&str> = streamlint_rules::RULES.iter().chain(streamlint_rules::META).map(|r| r.code).collect();
         self.select
             .iter()
             .chain(&self.ignore)

@@ -4,11 +4,10 @@
 
 mod full;
 mod json;
-mod line_index;
 
 use std::io::{self, Write};
 
-pub use line_index::{LineIndex, Position};
+pub use streamlint_rules::{LineIndex, Position};
 use streamlint_rules::Finding;
 
 /// The findings of one file, with the text their spans point into.

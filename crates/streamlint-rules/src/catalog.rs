@@ -27,6 +27,17 @@ pub const PARSE_ERROR: RuleInfo = RuleInfo {
     doc: "---\ncode: SL900\nname: parse-error\nseverity: error\nlanguages: [python, rust]\nsummary: The file could not be read or parsed, so it was not analysed.\n---\n\n# SL900 parse-error\n\nThe file could not be decoded as UTF-8 or could not be parsed. Every other file is still analysed.\n",
 };
 
+/// A suppression comment that suppressed nothing.
+pub const UNUSED_SUPPRESSION: RuleInfo = RuleInfo {
+    code: "SL901",
+    name: "unused-suppression",
+    severity: Severity::Warning,
+    doc: "---\ncode: SL901\nname: unused-suppression\nseverity: warning\nlanguages: [python, rust]\nsummary: A suppression comment names a rule that reports nothing on its line or file.\n---\n\n# SL901 unused-suppression\n\nA `# noqa: SLxxx`, `# streamlint: ignore[SLxxx]` or `# streamlint: file-ignore[SLxxx]` comment suppresses nothing: the code was fixed or the comment is on the wrong line. Remove it, so that it cannot hide a future finding.\n",
+};
+
+/// Codes that are not rules about stream code but about the run itself.
+pub const META: &[RuleInfo] = &[PARSE_ERROR, UNUSED_SUPPRESSION];
+
 pub const RULES: &[RuleInfo] = &[
     RuleInfo {
         code: "SL001",
@@ -58,7 +69,7 @@ pub const RULES: &[RuleInfo] = &[
 pub fn rule(code_or_name: &str) -> Option<&'static RuleInfo> {
     RULES
         .iter()
-        .chain(std::iter::once(&PARSE_ERROR))
+        .chain(META)
         .find(|r| r.code.eq_ignore_ascii_case(code_or_name) || r.name == code_or_name)
 }
 
@@ -76,13 +87,13 @@ mod tests {
     /// The catalogue and the pages must agree, or docs and output drift apart.
     #[test]
     fn pages_match_the_catalogue() {
-        for r in RULES.iter().chain(std::iter::once(&PARSE_ERROR)) {
+        for r in RULES.iter().chain(META) {
             assert_eq!(front_matter(r.doc, "code"), Some(r.code));
             assert_eq!(front_matter(r.doc, "name"), Some(r.name));
             assert_eq!(front_matter(r.doc, "severity"), Some(r.severity.as_str()));
             assert!(!r.summary().is_empty(), "{} has no summary", r.code);
             for section in ["## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Known problems", "## GPU evidence"] {
-                if r.code != PARSE_ERROR.code {
+                if !META.iter().any(|m| m.code == r.code) {
                     assert!(r.doc.contains(section), "{} lacks {section}", r.code);
                 }
             }

@@ -3,6 +3,7 @@
 
 mod catalog;
 mod lifetime;
+mod line_index;
 mod ordering;
 mod record;
 mod transfer;
@@ -11,7 +12,8 @@ use std::collections::HashSet;
 
 use streamlint_graph::{Analysis, Body, BufferId, BufferState, Op, OpId, Production, Span, State};
 
-pub use catalog::{rule, RuleInfo, PARSE_ERROR, RULES};
+pub use catalog::{rule, RuleInfo, META, PARSE_ERROR, RULES, UNUSED_SUPPRESSION};
+pub use line_index::{LineIndex, Position};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Severity {
