@@ -115,6 +115,15 @@ fn is_side_stream_transfer(body: &Body, b: &BufferState) -> bool {
     matches!(b.how, Production::HostToDevice { .. }) && b.alloc_stream != body.ambient
 }
 
+/// The local buffers a scope end releases: allocated in the body, live, and never escaped.
+fn released_at_scope_end(body: &Body, state: &State) -> Vec<BufferId> {
+    state
+        .live_buffers()
+        .filter(|(id, b)| !b.escaped && body.buffer(*id).owner == streamlint_graph::Owner::Local)
+        .map(|(id, _)| id)
+        .collect()
+}
+
 /// Run every enabled rule over one body.
 pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
     let all: [&dyn Rule; 4] =

@@ -1,9 +1,9 @@
 //! SL001 missing-record-stream: memory used on another stream goes back to the allocator while
 //! that stream's work may still be pending.
 
-use streamlint_graph::{BufferId, EscapeKind, Memory, Op, OpId, OpKind, Owner, Span, State, StreamId};
+use streamlint_graph::{BufferId, EscapeKind, Memory, Op, OpId, OpKind, Span, State, StreamId};
 
-use crate::{is_side_stream_transfer, Context, Finding, Label, Rule, Severity};
+use crate::{is_side_stream_transfer, released_at_scope_end, Context, Finding, Label, Rule, Severity};
 
 pub struct MissingRecordStream;
 
@@ -16,12 +16,7 @@ impl Rule for MissingRecordStream {
         match op.kind {
             OpKind::Release { buffer, .. } => self.check_release(cx, state, buffer, op.span, None),
             OpKind::ScopeEnd => {
-                let locals: Vec<BufferId> = state
-                    .live_buffers()
-                    .filter(|(id, b)| !b.escaped && cx.body.buffer(*id).owner == Owner::Local)
-                    .map(|(id, _)| id)
-                    .collect();
-                for buffer in locals {
+                for buffer in released_at_scope_end(cx.body, state) {
                     self.check_release(cx, state, buffer, op.span, Some(op.span));
                 }
             }

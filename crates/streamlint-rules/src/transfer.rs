@@ -2,9 +2,9 @@
 //! whose result is used elsewhere without a wait, or freed without `record_stream` of the stream
 //! that consumed it.
 
-use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, Owner, State, StreamId};
+use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, State, StreamId};
 
-use crate::{is_side_stream_transfer, Context, Finding, Label, Rule, Severity};
+use crate::{is_side_stream_transfer, released_at_scope_end, Context, Finding, Label, Rule, Severity};
 
 pub struct TransferInSideStream;
 
@@ -29,12 +29,7 @@ impl Rule for TransferInSideStream {
                 self.check_record(cx, state, buffer, op, &users);
             }
             OpKind::ScopeEnd => {
-                let locals: Vec<BufferId> = state
-                    .live_buffers()
-                    .filter(|(id, b)| !b.escaped && cx.body.buffer(*id).owner == Owner::Local)
-                    .map(|(id, _)| id)
-                    .collect();
-                for buffer in locals {
+                for buffer in released_at_scope_end(cx.body, state) {
                     let uncovered = state.uncovered_uses(buffer);
                     if let Some(&(_, last)) = uncovered.iter().max_by_key(|(_, u)| *u) {
                         let users: Vec<StreamId> = uncovered.iter().map(|(s, _)| *s).collect();
