@@ -357,7 +357,7 @@ impl BodyBuilder {
             self.body.ops.push(Op { kind, span });
         }
         let entry = &mut self.body.blocks[self.body.entry.index()].ops;
-        ids.extend(entry.drain(..));
+        ids.append(entry);
         *entry = ids;
     }
     /// Remember the control-flow graph as it is, to undo a trial lowering (entities stay).

@@ -926,7 +926,7 @@ impl<'a> Lowerer<'a> {
                 let b = self.eval(orelse);
                 a.merge(&b)
             }
-            Expr::NamedExpr { target, value, span } => {
+            Expr::Walrus { target, value, span } => {
                 let v = self.eval(value);
                 self.assign(target, v.clone(), *span);
                 v
@@ -1069,7 +1069,7 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 let recv = self.eval(receiver);
-                let recv = self.duck_type(recv, receiver, attr, args);
+                let recv = self.duck_type(recv, receiver, attr);
                 self.method_call(recv, receiver, attr, args, keywords, span)
             }
             Expr::Name { id, .. } if !self.env.contains_key(id) => {
@@ -1313,7 +1313,7 @@ impl<'a> Lowerer<'a> {
 
     /// A receiver whose kind is not known, classified by the method called on it: only streams
     /// have `wait_stream`, and an event-named value that is recorded or waited on is an event.
-    fn duck_type(&mut self, recv: Value, receiver: &Expr, method: &str, args: &[Expr]) -> Value {
+    fn duck_type(&mut self, recv: Value, receiver: &Expr, method: &str) -> Value {
         if !matches!(recv, Value::Unknown | Value::Param(_)) {
             return recv;
         }
@@ -1324,7 +1324,7 @@ impl<'a> Lowerer<'a> {
         match method {
             "wait_stream" | "wait_event" | "record_event" => Value::Stream(self.named_stream(&name)),
             "synchronize" if stream_like => Value::Stream(self.named_stream(&name)),
-            "record" | "wait" | "synchronize" | "query" if event_like && !args.is_empty() || event_like => {
+            "record" | "wait" | "synchronize" | "query" if event_like => {
                 Value::Event(self.attribute_event(&name))
             }
             _ => recv,
@@ -1519,10 +1519,8 @@ impl<'a> Lowerer<'a> {
                     "cuda" => Target::Device,
                     "cpu" => Target::Host,
                     _ => match args.first().or_else(|| Expr::keyword(keywords, "device")) {
-                        Some(d) if matches!(vals.first(), Some(Value::Tensors(_))) && args.first().is_some() => {
-                            let _ = d;
-                            Target::Device
-                        }
+                        // `.to(other)`: onto `other`'s device.
+                        Some(_) if !args.is_empty() && matches!(vals.first(), Some(Value::Tensors(_))) => Target::Device,
                         Some(d) => self.target_of(d),
                         None if non_blocking => Target::Device,
                         None => Target::SameDevice,

@@ -215,7 +215,7 @@ fn expr(e: &ast::Expr) -> Expr {
         E::YieldFrom(y) => Expr::Yield { value: Some(boxed(&y.value)), span: sp },
         E::Await(a) => Expr::Await { value: boxed(&a.value), span: sp },
         E::IfExp(i) => Expr::IfExp { test: boxed(&i.test), body: boxed(&i.body), orelse: boxed(&i.orelse), span: sp },
-        E::NamedExpr(n) => Expr::NamedExpr { target: boxed(&n.target), value: boxed(&n.value), span: sp },
+        E::NamedExpr(n) => Expr::Walrus { target: boxed(&n.target), value: boxed(&n.value), span: sp },
         E::ListComp(c) => comprehension(vec![expr(&c.elt)], &c.generators, sp),
         E::SetComp(c) => comprehension(vec![expr(&c.elt)], &c.generators, sp),
         E::GeneratorExp(c) => comprehension(vec![expr(&c.elt)], &c.generators, sp),

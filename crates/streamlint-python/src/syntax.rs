@@ -113,7 +113,7 @@ pub enum Expr {
     Yield { value: Option<Box<Expr>>, span: Span },
     Await { value: Box<Expr>, span: Span },
     IfExp { test: Box<Expr>, body: Box<Expr>, orelse: Box<Expr>, span: Span },
-    NamedExpr { target: Box<Expr>, value: Box<Expr>, span: Span },
+    Walrus { target: Box<Expr>, value: Box<Expr>, span: Span },
     /// `[elt for target in iter if cond ...]`: generators bind their targets in order.
     Comprehension { elts: Vec<Expr>, generators: Vec<Generator>, span: Span },
     /// Lambdas, f-strings, slices: their sub-expressions, evaluated in order; the
@@ -135,7 +135,7 @@ impl Expr {
             | Expr::Yield { span, .. }
             | Expr::Await { span, .. }
             | Expr::IfExp { span, .. }
-            | Expr::NamedExpr { span, .. }
+            | Expr::Walrus { span, .. }
             | Expr::Comprehension { span, .. }
             | Expr::Opaque { span, .. } => *span,
         }
