@@ -86,7 +86,11 @@ pub fn check_file(path: &Path, settings: &Settings) -> FileReport {
     }
     match String::from_utf8(bytes) {
         Ok(source) => {
-            let findings = check_source(path, &source, settings);
+            // A panic is a bug; it must not take the rest of the run down with it.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_source(path, &source, settings)));
+            let findings = result.unwrap_or_else(|_| {
+                error_finding(settings, "internal error while analysing this file; please report it with the file".into())
+            });
             report(source, findings)
         }
         Err(e) => {

@@ -82,7 +82,8 @@ fn parse_comment(comment: &str, row: usize, span: Span) -> Vec<Directive> {
 }
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
-    (s.len() >= prefix.len() && s[..prefix.len()].eq_ignore_ascii_case(prefix)).then(|| &s[prefix.len()..])
+    let head = s.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &s[prefix.len()..])
 }
 
 /// Drop suppressed findings; add one SL901 per directive that suppressed nothing (bare `# noqa`
@@ -150,6 +151,12 @@ mod tests {
         let src = "# streamlint: file-ignore[SL002]\nx  # noqa: E501\ny\n";
         let fs = vec![finding("SL002", src, 3), finding("SL001", src, 2)];
         assert_eq!(codes(&apply(src, fs, true)), ["SL001"]);
+    }
+
+    #[test]
+    fn comments_with_wide_characters() {
+        let src = "x = 1  # ── √k ─\ny  #√\n";
+        assert!(apply(src, vec![finding("SL001", src, 1)], true).len() == 1);
     }
 
     #[test]
