@@ -69,6 +69,23 @@ impl<'b> Analysis<'b> {
         Analysis { body, order, entry_states }
     }
 
+    /// Can control come back to `op` (is it inside a loop)?
+    pub fn in_cycle(&self, op: OpId) -> bool {
+        let Some(block) = self.body.blocks.iter().position(|b| b.ops.contains(&op)) else { return false };
+        let start = BlockId(block as u32);
+        let mut seen = vec![false; self.body.blocks.len()];
+        let mut stack: Vec<BlockId> = self.body.blocks[block].succs.clone();
+        while let Some(b) = stack.pop() {
+            if b == start {
+                return true;
+            }
+            if !std::mem::replace(&mut seen[b.index()], true) {
+                stack.extend(self.body.blocks[b.index()].succs.iter().copied());
+            }
+        }
+        false
+    }
+
     /// Visit every reachable op once, in control-flow order, with the state just before it.
     pub fn walk(&self, mut visit: impl FnMut(OpId, &Op, &State)) {
         for &block in &self.order {

@@ -65,6 +65,9 @@ pub enum StreamOrigin {
     Parameter,
     /// A stream expression that is never bound to a name.
     Temporary,
+    /// Created when the code is loaded (at import, as a default argument): one stream shared
+    /// by every caller.
+    Global,
     /// Any other stream-valued expression.
     Unknown,
 }
@@ -110,6 +113,8 @@ pub struct Buffer {
 pub struct Event {
     pub name: String,
     pub expr: String,
+    /// Where the body creates it; `None` for an event it receives (parameter, attribute).
+    pub created: Option<Span>,
 }
 
 /// How a buffer was produced.
@@ -117,6 +122,8 @@ pub struct Event {
 pub enum Production {
     /// A kernel or operator writing a fresh result.
     Compute,
+    /// A factory asked for memory on the device (`torch.empty(.., device="cuda")`).
+    Allocate,
     /// A copy from host memory into a fresh device buffer.
     HostToDevice { non_blocking: bool },
     /// A copy from device memory into a fresh host buffer.
@@ -168,6 +175,8 @@ pub enum OpKind {
     WaitStream { waiter: StreamId, waitee: StreamId },
     /// `event` captures the work enqueued on `stream` so far.
     RecordEvent { event: EventId, stream: StreamId },
+    /// A fresh, never recorded event is made (an event factory runs again in a loop).
+    NewEvent { event: EventId },
     /// `stream` waits for the work captured by `event`.
     WaitEvent { event: EventId, stream: StreamId },
     /// The host waits for `stream`.
@@ -186,6 +195,9 @@ pub enum OpKind {
     /// A name still holds the previous instance of `from` while the same site makes a new one:
     /// that instance lives on as `into`.
     Carry { from: BufferId, into: BufferId },
+    /// The current stream is replaced until further notice (`set_stream`). `restored`: the code
+    /// puts the previous stream back on every path, exceptions included.
+    SetStream { stream: StreamId, restored: bool },
     /// The body ends: every local buffer that did not escape is released.
     ScopeEnd,
 }
@@ -225,6 +237,9 @@ pub struct Body {
     pub entry: BlockId,
     /// The stream current at entry; returned values are consumed on it.
     pub ambient: StreamId,
+    /// Why the body runs in a process that must not use the device (a data-loading worker),
+    /// if it does.
+    pub device_forbidden: Option<String>,
 }
 
 impl Body {
@@ -297,6 +312,7 @@ impl BodyBuilder {
             blocks: vec![Block::default()],
             entry: BlockId(0),
             ambient: StreamId(0),
+            device_forbidden: None,
         };
         BodyBuilder { body, current: BlockId(0) }
     }
@@ -345,6 +361,10 @@ impl BodyBuilder {
         self.body.ops.push(Op { kind, span });
         self.body.blocks[self.current.index()].ops.push(id);
         id
+    }
+    /// Mark the body as running where the device must not be used, and why.
+    pub fn forbid_device(&mut self, reason: String) {
+        self.body.device_forbidden = Some(reason);
     }
     pub fn stream_mut(&mut self, id: StreamId) -> &mut Stream {
         &mut self.body.streams[id.index()]

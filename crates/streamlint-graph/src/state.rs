@@ -219,7 +219,7 @@ impl State {
                     b.reads.insert((stream, id));
                 }
             }
-            OpKind::HostRead { .. } | OpKind::HostWrite { .. } => {}
+            OpKind::HostRead { .. } | OpKind::HostWrite { .. } | OpKind::SetStream { .. } => {}
             OpKind::RecordStream { buffer, stream } => {
                 if let Some(b) = self.buffers.get_mut(&buffer) {
                     b.recorded.insert(stream);
@@ -243,10 +243,19 @@ impl State {
             }
             OpKind::WaitEvent { event, stream } => {
                 self.last_waits.insert(stream, id);
-                if let Some(e) = self.events.get(&event) {
-                    let known = e.snapshot.clone();
-                    self.visible.entry(stream).or_default().union_with(&known);
+                match self.events.get(&event) {
+                    Some(e) => {
+                        let known = e.snapshot.clone();
+                        self.visible.entry(stream).or_default().union_with(&known);
+                    }
+                    // Waiting on an event never recorded orders nothing.
+                    None => {
+                        self.noop_waits.insert(stream, id);
+                    }
                 }
+            }
+            OpKind::NewEvent { event } => {
+                self.events.remove(&event);
             }
             OpKind::SyncStream { stream } => {
                 let known = self.visible(stream).clone();

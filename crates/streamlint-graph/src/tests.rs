@@ -82,8 +82,8 @@ fn waits_are_transitive() {
 #[test]
 fn events_capture_the_recording_point() {
     let (mut b, main, side) = builder();
-    let early = b.add_event(Event { name: "early".into(), expr: "early".into() });
-    let late = b.add_event(Event { name: "late".into(), expr: "late".into() });
+    let early = b.add_event(Event { name: "early".into(), expr: "early".into(), created: None });
+    let late = b.add_event(Event { name: "late".into(), expr: "late".into(), created: None });
     let x = tensor(&mut b, "x");
     b.push(OpKind::RecordEvent { event: early, stream: main }, Span::default());
     produce(&mut b, x, main);
@@ -101,7 +101,7 @@ fn events_capture_the_recording_point() {
 fn event_recorded_on_the_wrong_stream_orders_nothing() {
     let (mut b, main, side) = builder();
     let third = b.add_stream(stream("third", StreamOrigin::Created));
-    let e = b.add_event(Event { name: "e".into(), expr: "e".into() });
+    let e = b.add_event(Event { name: "e".into(), expr: "e".into(), created: None });
     let x = tensor(&mut b, "x");
     produce(&mut b, x, side);
     b.push(OpKind::RecordEvent { event: e, stream: third }, Span::default());
@@ -247,7 +247,7 @@ fn loop_with_wait_each_iteration_is_clean() {
 #[test]
 fn event_recorded_on_one_path_is_maybe_recorded() {
     let (mut b, main, _) = builder();
-    let e = b.add_event(Event { name: "e".into(), expr: "e".into() });
+    let e = b.add_event(Event { name: "e".into(), expr: "e".into(), created: None });
     let entry = b.current();
     let then = b.new_block();
     let join = b.new_block();
@@ -299,4 +299,21 @@ fn unbounded_loops_terminate() {
     let mut n = 0;
     Analysis::run(&body).walk(|_, _, _| n += 1);
     assert_eq!(n, 21);
+}
+
+#[test]
+fn ops_in_loops_are_known() {
+    let (mut b, main, _) = builder();
+    let before = b.push(OpKind::SyncDevice, Span::default());
+    let entry = b.current();
+    let head = b.new_block();
+    let exit = b.new_block();
+    b.edge(entry, head);
+    b.switch_to(head);
+    let inside = b.push(OpKind::SyncStream { stream: main }, Span::default());
+    b.edge(head, head);
+    b.edge(head, exit);
+    let body = b.finish();
+    let a = Analysis::run(&body);
+    assert!(a.in_cycle(inside) && !a.in_cycle(before));
 }

@@ -3,14 +3,14 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::Settings;
+
 /// The files to check, and the given paths that do not exist.
 #[derive(Debug, Default)]
 pub struct Discovery {
     pub files: Vec<PathBuf>,
     pub missing: Vec<PathBuf>,
 }
-
-const SKIPPED_DIRS: &[&str] = &["venv", "site-packages", "__pycache__", "node_modules", "build", "dist"];
 
 fn is_python(path: &Path) -> bool {
     matches!(path.extension().and_then(|e| e.to_str()), Some("py" | "pyi"))
@@ -20,7 +20,10 @@ fn is_virtualenv(dir: &Path) -> bool {
     dir.join("pyvenv.cfg").is_file()
 }
 
-pub fn discover(paths: &[PathBuf], respect_gitignore: bool) -> Discovery {
+/// Python files under `paths`. Files named explicitly are always checked; under directories,
+/// excluded paths and virtual environments are skipped.
+pub fn discover(paths: &[PathBuf], settings: &Settings) -> Discovery {
+    let respect_gitignore = settings.respect_gitignore;
     let mut out = Discovery::default();
     for root in paths {
         if !root.exists() {
@@ -31,6 +34,8 @@ pub fn discover(paths: &[PathBuf], respect_gitignore: bool) -> Discovery {
             out.files.push(root.clone());
             continue;
         }
+        // The walker's filter must own what it uses.
+        let excluded = settings.clone();
         let walker = ignore::WalkBuilder::new(root)
             .hidden(true)
             .git_ignore(respect_gitignore)
@@ -39,9 +44,9 @@ pub fn discover(paths: &[PathBuf], respect_gitignore: bool) -> Discovery {
             .ignore(respect_gitignore)
             .require_git(false)
             .follow_links(false)
-            .filter_entry(|e| {
+            .filter_entry(move |e| {
                 let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-                !(is_dir && e.depth() > 0 && (SKIPPED_DIRS.contains(&e.file_name().to_str().unwrap_or("")) || is_virtualenv(e.path())))
+                e.depth() == 0 || !(excluded.is_excluded(e.path()) || is_dir && is_virtualenv(e.path()))
             })
             .build();
         for entry in walker.flatten() {

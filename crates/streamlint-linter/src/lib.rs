@@ -2,6 +2,7 @@
 //! without parsing them, runs the frontend and the rules on the rest in parallel, and turns
 //! unreadable or unparsable files into findings of their own.
 
+mod config;
 mod discover;
 mod select;
 mod suppress;
@@ -13,15 +14,92 @@ use streamlint_graph::Span;
 use streamlint_python::ApiModel;
 use streamlint_rules::{Finding, Severity, PARSE_ERROR, UNUSED_SUPPRESSION};
 
+pub use config::{Config, ConfigError, Options};
 pub use discover::{discover, Discovery};
 pub use select::Selection;
 
+use globset::GlobSet;
+
 /// Everything a run is configured with.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Settings {
     pub selection: Selection,
     pub api: ApiModel,
     pub respect_gitignore: bool,
+    /// The folder relative patterns are matched against.
+    pub root: PathBuf,
+    /// Paths not checked when found under a directory (files named explicitly are checked).
+    pub exclude: GlobSet,
+    /// Codes not reported in files matching a pattern.
+    pub per_file_ignores: Vec<(GlobSet, Vec<String>)>,
+    /// The project's own API names: files mentioning them are parsed too.
+    pub extra_words: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings::from_config(None).expect("the defaults are valid")
+    }
+}
+
+impl Settings {
+    /// The settings a configuration file (or none) asks for.
+    pub fn from_config(config: Option<&Config>) -> Result<Settings, ConfigError> {
+        let mut api = ApiModel::default();
+        let defaults = || config::DEFAULT_EXCLUDE.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let Some(config) = config else {
+            let exclude = config::glob_set(&defaults()).map_err(ConfigError)?;
+            let root = std::env::current_dir().unwrap_or_default();
+            return Ok(Settings {
+                selection: Selection::default(),
+                api,
+                respect_gitignore: true,
+                root,
+                exclude,
+                per_file_ignores: Vec::new(),
+                extra_words: Vec::new(),
+            });
+        };
+        config.extend_api(&mut api);
+        let exclude = config::glob_set(&config.exclude_patterns()).map_err(|e| config.invalid("exclude", &e))?;
+        let selection = config.selection();
+        let unknown = selection.unknown_patterns();
+        if !unknown.is_empty() {
+            return Err(config.invalid("select/ignore", &format!("unknown rule selector(s) {}", unknown.join(", "))));
+        }
+        Ok(Settings {
+            selection,
+            respect_gitignore: config.options.respect_gitignore.unwrap_or(true),
+            root: std::path::absolute(config.root()).unwrap_or_else(|_| config.root().to_path_buf()),
+            exclude,
+            per_file_ignores: config.per_file_ignores()?,
+            extra_words: api.configured_names(),
+            api,
+        })
+    }
+
+    /// `path` relative to the settings' root, for matching patterns.
+    fn relative<'p>(&self, path: &'p Path) -> std::borrow::Cow<'p, Path> {
+        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        match absolute.strip_prefix(&self.root) {
+            Ok(rel) => std::borrow::Cow::Owned(rel.to_path_buf()),
+            Err(_) => std::borrow::Cow::Borrowed(path),
+        }
+    }
+
+    /// Is a path found under a checked directory excluded?
+    pub fn is_excluded(&self, path: &Path) -> bool {
+        self.exclude.is_match(self.relative(path).as_ref())
+    }
+
+    fn ignored_here(&self, path: &Path) -> Vec<&str> {
+        let rel = self.relative(path);
+        self.per_file_ignores
+            .iter()
+            .filter(|(set, _)| set.is_match(rel.as_ref()))
+            .flat_map(|(_, codes)| codes.iter().map(String::as_str))
+            .collect()
+    }
 }
 
 /// The result of checking one file.
@@ -33,20 +111,23 @@ pub struct FileReport {
     pub findings: Vec<Finding>,
 }
 
-/// Words without which a file cannot hold stream code: such files are never parsed.
-const STREAM_WORDS: &[&str] = &["tream", "Event", "synchronize"];
+/// Words without which a file cannot hold code any rule looks at: such files are never parsed.
+/// (`tream` covers `stream` and `Stream`; `Dataset`/`DataLoader` the worker rule.)
+const STREAM_WORDS: &[&str] = &["tream", "Event", "synchronize", "non_blocking", "Dataset", "DataLoader"];
 
 /// Stack for the worker threads: deeply nested code makes the parser and the lowering recurse.
 const WORKER_STACK: usize = 256 << 20;
 
-/// Does `source` mention anything the analysis could act on?
-pub fn may_contain_stream_code(source: &[u8]) -> bool {
-    STREAM_WORDS.iter().any(|w| memchr::memmem::find(source, w.as_bytes()).is_some())
+/// Does `source` mention anything the analysis could act on (including the project's own API
+/// names)?
+pub fn may_contain_stream_code(source: &[u8], extra_words: &[String]) -> bool {
+    let found = |w: &str| memchr::memmem::find(source, w.as_bytes()).is_some();
+    STREAM_WORDS.iter().any(|w| found(w)) || extra_words.iter().any(|w| found(w))
 }
 
 /// Check one file's text.
 pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Finding> {
-    if !may_contain_stream_code(source.as_bytes()) {
+    if !may_contain_stream_code(source.as_bytes(), &settings.extra_words) {
         return Vec::new();
     }
     let name = path.to_string_lossy();
@@ -81,16 +162,18 @@ pub fn check_file(path: &Path, settings: &Settings) -> FileReport {
         Ok(b) => b,
         Err(e) => return report(String::new(), error_finding(settings, format!("could not read the file: {e}"))),
     };
-    if !may_contain_stream_code(&bytes) {
+    if !may_contain_stream_code(&bytes, &settings.extra_words) {
         return report(String::new(), Vec::new());
     }
     match String::from_utf8(bytes) {
         Ok(source) => {
             // A panic is a bug; it must not take the rest of the run down with it.
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_source(path, &source, settings)));
-            let findings = result.unwrap_or_else(|_| {
+            let mut findings = result.unwrap_or_else(|_| {
                 error_finding(settings, "internal error while analysing this file; please report it with the file".into())
             });
+            let ignored = settings.ignored_here(path);
+            findings.retain(|f| !ignored.iter().any(|p| select::matches(p, f.code)));
             report(source, findings)
         }
         Err(e) => {

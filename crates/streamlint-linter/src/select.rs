@@ -7,7 +7,8 @@ pub struct Selection {
     pub ignore: Vec<String>,
 }
 
-fn matches(pattern: &str, code: &str) -> bool {
+/// Does a selector (code, prefix, name or `ALL`) match a code?
+pub fn matches(pattern: &str, code: &str) -> bool {
     let pattern = pattern.trim();
     pattern.eq_ignore_ascii_case("ALL")
         || code.starts_with(&pattern.to_ascii_uppercase())

@@ -85,6 +85,22 @@ const TENSOR_FACTORIES: &[&str] = &[
     "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty_strided",
 ];
 
+/// `torch` functions that make no tensor (devices, dtypes, modes, seeds, serialization).
+const NON_TENSOR_FUNCTIONS: &[&str] = &[
+    "device", "dtype", "finfo", "iinfo", "is_tensor", "is_floating_point", "is_complex", "no_grad", "enable_grad",
+    "inference_mode", "set_grad_enabled", "is_grad_enabled", "manual_seed", "seed", "initial_seed", "get_default_dtype",
+    "set_default_dtype", "set_default_device", "compile", "save", "numel", "get_rng_state", "set_rng_state",
+    "use_deterministic_algorithms", "set_printoptions", "typename", "set_num_threads", "get_num_threads",
+    "set_float32_matmul_precision", "autocast", "is_autocast_enabled",
+];
+
+/// `torch` submodules whose functions make no tensor of ours.
+const NON_TENSOR_MODULES: &[&str] = &[
+    "cuda.", "utils.", "autograd.", "jit.", "fx.", "_dynamo.", "backends.", "profiler.", "hub.", "onnx.", "testing.",
+    "library.", "overrides.", "multiprocessing.", "amp.", "_C.", "compiler.", "export.", "accelerator.", "xpu.",
+    "npu.", "mps.", "optim.",
+];
+
 /// Tensor methods that return a view or the tensor itself: no kernel, same storage.
 pub const VIEW_METHODS: &[&str] = &[
     "view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "squeeze", "unsqueeze", "expand",
@@ -127,6 +143,31 @@ pub const TENSOR_METHODS: &[&str] = &[
 const FALSE_ON_CUDA: &[&str] = &["is_synchronized_device", "resolves_data_dependency", "handles_memory_backpressure"];
 
 impl ApiModel {
+    /// The last part of every name a project configured beyond the defaults
+    /// (`my_lib.keep_alive` → `keep_alive`): a file that mentions one may hold stream code.
+    pub fn configured_names(&self) -> Vec<String> {
+        let defaults = ApiModel::default();
+        let pairs = [
+            (&self.stream_factories, &defaults.stream_factories),
+            (&self.stream_contexts, &defaults.stream_contexts),
+            (&self.current_stream, &defaults.current_stream),
+            (&self.record_stream_wrappers, &defaults.record_stream_wrappers),
+            (&self.wait_stream_wrappers, &defaults.wait_stream_wrappers),
+            (&self.synchronize_functions, &defaults.synchronize_functions),
+            (&self.device_modules, &defaults.device_modules),
+        ];
+        let mut names: Vec<String> = pairs
+            .into_iter()
+            .flat_map(|(ours, base)| ours.difference(base))
+            .filter_map(|n| n.trim_end_matches("()").rsplit('.').next())
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
     /// The value an `if` test has on CUDA, when it is one of the fixed predicates (or `not` of
     /// one): code guarded by it is dead there.
     pub fn cuda_truth(&self, test: &Expr, imports: &Imports) -> Option<bool> {
@@ -199,7 +240,8 @@ impl ApiModel {
                 return Some(ApiCall::TensorFactory);
             }
             let class_like = last.starts_with(|c: char| c.is_ascii_uppercase());
-            if class_like || rest.starts_with("cuda.") || rest.starts_with("utils.") || rest.starts_with("autograd.") {
+            let not_tensor = NON_TENSOR_FUNCTIONS.contains(&rest) || NON_TENSOR_MODULES.iter().any(|m| rest.starts_with(m));
+            if class_like || not_tensor {
                 return None;
             }
             return Some(ApiCall::TensorOp);
@@ -227,5 +269,7 @@ mod tests {
         assert_eq!(api.classify("torch.cuda.current_stream().wait_stream"), None);
         assert_eq!(api.classify("fairscale.nn.pipe.stream.wait_stream"), Some(ApiCall::WaitStreamWrapper));
         assert_eq!(api.classify("torch.cuda.memory_allocated"), None);
+        assert_eq!(api.classify("torch.device"), None);
+        assert_eq!(api.classify("torch.nn.utils.rnn.pad_sequence"), Some(ApiCall::TensorOp));
     }
 }

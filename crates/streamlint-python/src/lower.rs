@@ -10,7 +10,7 @@ use streamlint_graph::{
 };
 
 use crate::api::{ApiCall, HOST_READ_BUILTINS, HOST_READ_METHODS, METADATA_METHODS, NEUTRAL_BUILTINS, TENSOR_METHODS, VIEW_METHODS};
-use crate::module::ModuleContext;
+use crate::module::{ModuleContext, Role};
 use crate::summary::{AttrKind, ClassSummary};
 use crate::syntax::{Constant, Expr, FunctionDef, Keyword, Operator, Stmt};
 
@@ -45,6 +45,8 @@ enum Value {
     Group(Vec<Value>),
     /// The constant `None`.
     None,
+    /// A string constant (`"cuda:0"`, `"cpu"`).
+    Text(String),
     Unknown,
 }
 
@@ -155,6 +157,18 @@ enum Target {
 pub struct Lowerer<'a> {
     cx: &'a ModuleContext<'a>,
     class: Option<&'a ClassSummary>,
+    /// The function puts back the stream it changes by protocol (`__enter__`/`__exit__`, a
+    /// context-manager generator that restores in `finally`).
+    restores_stream: bool,
+    /// For each enclosing statement list: does a `try` whose `finally` restores the stream
+    /// follow the statement being lowered?
+    restore_follows: Vec<bool>,
+    /// How many enclosing `try` statements restore the stream in their `finally`.
+    restoring_try: usize,
+    /// Lowering the module's top level (code that runs at import).
+    at_import: bool,
+    /// How many enclosing `if __name__ == "__main__":` blocks.
+    main_guard: usize,
     method: String,
     b: BodyBuilder,
     env: Env,
@@ -172,22 +186,18 @@ pub struct Lowerer<'a> {
     params: Vec<String>,
     /// Caller values seen used as tensors (annotated, passed to torch, tensor methods called).
     confirmed: HashSet<BufferId>,
+    /// Tensors made only from values of unknown place (the caller's values, `torch.load(..)`,
+    /// `pad_sequence(..)` of untracked lists).
+    unplaced: HashSet<BufferId>,
     entry_ops: Vec<(OpKind, Span)>,
     /// The name being assigned, to give a created stream a readable name.
     binding: Option<String>,
 }
 
 impl<'a> Lowerer<'a> {
-    /// Lower a function (or, with `def` = `None`, the module's top-level statements). `class`
-    /// is the summary of the class whose `self` the function sees: its own (a method) or its
-    /// enclosing method's (a closure, `is_method` false).
-    pub fn lower(
-        cx: &'a ModuleContext<'a>,
-        class: Option<&'a ClassSummary>,
-        is_method: bool,
-        def: Option<&FunctionDef>,
-        module_body: &[Stmt],
-    ) -> Body {
+    /// Lower a function (or, with `def` = `None`, the module's top-level statements) in the
+    /// role the module gives it.
+    pub fn lower(cx: &'a ModuleContext<'a>, role: Role<'a>, def: Option<&FunctionDef>, module_body: &[Stmt]) -> Body {
         let ambient = Stream {
             display: "the current stream".into(),
             expr: "torch.cuda.current_stream()".into(),
@@ -199,14 +209,22 @@ impl<'a> Lowerer<'a> {
             None => ("<module>".to_string(), Span::default()),
         };
         let mut b = BodyBuilder::new(name.clone(), span, SPELLING, ambient);
+        if let Some(reason) = role.device_forbidden {
+            b.forbid_device(reason);
+        }
         let exit = b.new_block();
         let current = b.ambient();
         let mut l = Lowerer {
             cx,
-            class,
+            class: role.class,
+            restores_stream: role.restores_stream,
+            restore_follows: Vec::new(),
+            restoring_try: 0,
+            at_import: def.is_none(),
+            main_guard: 0,
             method: name,
             b,
-            env: Env::new(),
+            env: role.attr_text.iter().map(|(k, v)| (k.clone(), Value::Text(v.clone()))).collect(),
             current,
             exit,
             loops: Vec::new(),
@@ -217,12 +235,13 @@ impl<'a> Lowerer<'a> {
             attribute_events: HashMap::new(),
             params: Vec::new(),
             confirmed: HashSet::new(),
+            unplaced: HashSet::new(),
             entry_ops: Vec::new(),
             binding: None,
         };
         match def {
             Some(d) => {
-                l.bind_params(d, is_method);
+                l.bind_params(d, role.is_method);
                 l.stmts(&d.body);
             }
             None => l.stmts(module_body),
@@ -249,19 +268,25 @@ impl<'a> Lowerer<'a> {
             }
             self.params.push(p.name.clone());
             let annotation = p.annotation.as_ref().and_then(Expr::dotted).unwrap_or_default();
-            let value = if annotation.ends_with("Stream") || p.name == "stream" || p.name.ends_with("_stream") {
+            let default_stream = p.default.as_ref().filter(|d| self.api_kind(d) == Some(ApiCall::StreamFactory));
+            let value = if let Some(d) = default_stream {
+                // Evaluated once, when the `def` runs: one stream for every call.
+                let stream = Stream { display: format!("`{}`", p.name), expr: p.name.clone(), origin: StreamOrigin::Global, span: Some(d.span()) };
+                Value::Stream(self.b.add_stream(stream))
+            } else if annotation.ends_with("Stream") || p.name == "stream" || p.name.ends_with("_stream") {
                 Value::Stream(self.named_stream(&p.name))
             } else if annotation.ends_with("Event") {
-                Value::Event(self.event_at(p.span, &p.name))
+                Value::Event(self.event_at(p.span, &p.name, false))
             } else {
-                let buf = self.buffer_at(p.span, "param", &p.name, Memory::Device, Owner::Caller);
+                // By convention, `host_*`, `*_cpu` and `pinned_*` values live in host memory.
+                let lower = p.name.to_ascii_lowercase();
+                let host = ["host", "cpu", "pinned"].iter().any(|w| lower.contains(w));
+                let (memory, how) = if host { (Memory::PageableHost, Production::Host) } else { (Memory::Device, Production::Entry) };
+                let buf = self.buffer_at(p.span, "param", &p.name, memory, Owner::Caller);
                 if annotation.ends_with("Tensor") {
                     self.confirmed.insert(buf);
                 }
-                self.entry_ops.push((
-                    OpKind::Produce { buffer: buf, stream: self.b.ambient(), how: Production::Entry },
-                    p.span,
-                ));
+                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: self.b.ambient(), how }, p.span));
                 Value::Param(buf)
             };
             self.env.insert(p.name.clone(), value);
@@ -287,8 +312,9 @@ impl<'a> Lowerer<'a> {
         BufferId(self.site(span, &key, |b| b.add_buffer(buffer).0))
     }
 
-    fn event_at(&mut self, span: Span, name: &str) -> EventId {
-        let event = Event { name: format!("`{name}`"), expr: name.to_string() };
+    /// The event created at `span` (`created`), or received there (a parameter).
+    fn event_at(&mut self, span: Span, name: &str, created: bool) -> EventId {
+        let event = Event { name: format!("`{name}`"), expr: name.to_string(), created: created.then_some(span) };
         EventId(self.site(span, "event", |b| b.add_event(event).0))
     }
 
@@ -305,7 +331,7 @@ impl<'a> Lowerer<'a> {
         if let Some(e) = self.attribute_events.get(dotted) {
             return *e;
         }
-        let id = self.b.add_event(Event { name: format!("`{dotted}`"), expr: dotted.to_string() });
+        let id = self.b.add_event(Event { name: format!("`{dotted}`"), expr: dotted.to_string(), created: None });
         self.attribute_events.insert(dotted.to_string(), id);
         id
     }
@@ -390,16 +416,62 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    fn on_host(&self, buffer: BufferId) -> bool {
+        self.b.body().buffer(buffer).memory != Memory::Device
+    }
+
+    /// An operation reads its inputs: device tensors on the current stream, host tensors on
+    /// the host (a CPU operation).
     fn read_all(&mut self, buffers: &[BufferId], span: Span) {
         for &buffer in buffers {
-            self.b.push(OpKind::Read { buffer, stream: self.current }, span);
+            let kind = if self.on_host(buffer) {
+                OpKind::HostRead { buffer }
+            } else {
+                OpKind::Read { buffer, stream: self.current }
+            };
+            self.b.push(kind, span);
         }
     }
 
+    /// An operation writes its outputs in place: device tensors on the current stream, host
+    /// tensors on the host.
     fn write_all(&mut self, buffers: &[BufferId], span: Span) {
         for &buffer in buffers {
-            self.b.push(OpKind::Write { buffer, stream: self.current }, span);
+            let kind = if self.on_host(buffer) {
+                OpKind::HostWrite { buffer }
+            } else {
+                OpKind::Write { buffer, stream: self.current }
+            };
+            self.b.push(kind, span);
         }
+    }
+
+    /// A copy engine reads or writes host memory as work of the current stream.
+    fn copy_access(&mut self, buffers: &[BufferId], write: bool, span: Span) {
+        for &buffer in buffers {
+            let kind = if write {
+                OpKind::Write { buffer, stream: self.current }
+            } else {
+                OpKind::Read { buffer, stream: self.current }
+            };
+            self.b.push(kind, span);
+        }
+    }
+
+    /// The result of an operation on `inputs`: on the host when all of them are host tensors.
+    /// Made only from values of unknown place, it is taken to be on the device but is not known
+    /// to be there (`.cuda()` of it is still a transfer).
+    fn produce_result(&mut self, inputs: &[BufferId], span: Span) -> Value {
+        let name = self.value_name("result");
+        if !inputs.is_empty() && inputs.iter().all(|b| self.on_host(*b)) {
+            return self.produce(span, &name, Memory::PageableHost, Production::Host);
+        }
+        let v = self.produce(span, &name, Memory::Device, Production::Compute);
+        let unknown_place = |b: &BufferId| self.unplaced.contains(b) || self.b.body().buffer(*b).owner == Owner::Caller;
+        if inputs.iter().all(unknown_place) {
+            self.unplaced.extend(v.buffers());
+        }
+        v
     }
 
     /// The host reads device tensors: it waits for the current stream first.
@@ -474,9 +546,27 @@ impl<'a> Lowerer<'a> {
     // ----- statements -----------------------------------------------------------------------
 
     fn stmts(&mut self, stmts: &[Stmt]) {
-        for s in stmts {
-            self.stmt(s);
+        // For each statement: does a `try` that restores the stream in `finally` come later?
+        let mut later = vec![false; stmts.len()];
+        for i in (0..stmts.len().saturating_sub(1)).rev() {
+            later[i] = later[i + 1] || self.finally_restores_stream(&stmts[i + 1]);
         }
+        for (s, later) in stmts.iter().zip(later) {
+            self.restore_follows.push(later);
+            self.stmt(s);
+            self.restore_follows.pop();
+        }
+    }
+
+    /// The API meaning of a call expression, if it is a known one.
+    fn api_kind(&self, expr: &Expr) -> Option<ApiCall> {
+        let Expr::Call { func, .. } = expr else { return None };
+        self.cx.imports.qualify(func).and_then(|q| self.cx.api.classify(&q))
+    }
+
+    /// A `try` whose `finally` calls `set_stream`.
+    fn finally_restores_stream(&self, stmt: &Stmt) -> bool {
+        matches!(stmt, Stmt::Try { finalbody, .. } if self.cx.sets_stream(finalbody))
     }
 
     /// Continue in a block nothing reaches (after return, raise, break, continue).
@@ -525,6 +615,11 @@ impl<'a> Lowerer<'a> {
             Stmt::For { target, iter, body, orelse, span } => {
                 let it = self.eval(iter);
                 let counting = matches!(iter, Expr::Call { func, .. } if func.dotted().as_deref() == Some("range"));
+                let host: Vec<BufferId> = it.local_tensors().into_iter().filter(|b| self.on_host(*b)).collect();
+                if !host.is_empty() {
+                    // Iterating a host tensor reads its values.
+                    self.read_all(&host, iter.span());
+                }
                 let element = if counting { Value::Unknown } else { self.element_of(&it, target) };
                 self.lower_loop(None, Some((target, element)), body, orelse, *span);
             }
@@ -535,6 +630,12 @@ impl<'a> Lowerer<'a> {
                     Some(true) => return self.stmts(body),
                     Some(false) => return self.stmts(orelse),
                     None => {}
+                }
+                if is_main_guard(test) {
+                    self.main_guard += 1;
+                    self.stmts(body);
+                    self.main_guard -= 1;
+                    return self.stmts(orelse);
                 }
                 // `if use_side_stream: main.wait_stream(side)`: the guard goes with whether the
                 // stream exists at all, which the analysis cannot see; take the edge as made.
@@ -585,6 +686,8 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+                let restoring = self.cx.sets_stream(finalbody);
+                self.restoring_try += usize::from(restoring);
                 let from = self.b.current();
                 let before = self.env.clone();
                 self.branch(from);
@@ -609,6 +712,7 @@ impl<'a> Lowerer<'a> {
                 self.b.switch_to(join);
                 self.env = envs.iter().skip(1).fold(envs[0].clone(), |acc, e| merge_env(&acc, e));
                 self.stmts(finalbody);
+                self.restoring_try -= usize::from(restoring);
             }
             Stmt::Match { subject, cases } => {
                 self.eval(subject);
@@ -812,7 +916,8 @@ impl<'a> Lowerer<'a> {
                 if written.is_empty() {
                     self.escape(&value, EscapeKind::Container, span);
                 } else {
-                    self.read_all(&value.buffers(), span);
+                    let inputs = self.tensor_buffers(std::slice::from_ref(&value));
+                    self.read_all(&inputs, span);
                     self.write_all(&written, span);
                 }
             }
@@ -861,6 +966,7 @@ impl<'a> Lowerer<'a> {
             Expr::Attribute { value, attr, .. } => self.attribute(expr, value, attr),
             Expr::Call { func, args, keywords, span } => self.call(func, args, keywords, *span),
             Expr::Constant { value: Constant::None, .. } => Value::None,
+            Expr::Constant { value: Constant::Str(s), .. } => Value::Text(s.clone()),
             Expr::Constant { .. } => Value::Unknown,
             Expr::Operator { op, operands, span } => {
                 let vals: Vec<Value> = operands.iter().map(|o| self.eval(o)).collect();
@@ -874,8 +980,7 @@ impl<'a> Lowerer<'a> {
                         }
                         let inputs = self.tensor_buffers(&vals);
                         self.read_all(&inputs, *span);
-                        let name = self.value_name("result");
-                        self.produce(*span, &name, Memory::Device, Production::Compute)
+                        self.produce_result(&inputs, *span)
                     }
                     Operator::Identity => Value::Unknown,
                     Operator::Logical => {
@@ -1017,10 +1122,11 @@ impl<'a> Lowerer<'a> {
                 }
                 Value::Event(e)
             }
-            AttrKind::PinnedHost => {
-                let buf = self.attribute_buffer(dotted, Memory::PinnedHost);
+            AttrKind::Host { pinned } => {
+                let memory = if pinned { Memory::PinnedHost } else { Memory::PageableHost };
+                let buf = self.attribute_buffer(dotted, memory);
                 let ambient = self.b.ambient();
-                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: ambient, how: Production::Entry }, span));
+                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: ambient, how: Production::Host }, span));
                 Value::Tensors(vec![buf])
             }
             AttrKind::Tensor { stream, .. } if stream.is_empty() => {
@@ -1174,7 +1280,13 @@ impl<'a> Lowerer<'a> {
                     None => "a temporary stream".to_string(),
                 };
                 let expr = self.binding.clone().unwrap_or_else(|| "torch.cuda.Stream()".into());
-                let origin = if self.binding.is_some() { StreamOrigin::Created } else { StreamOrigin::Temporary };
+                let origin = if self.at_import && self.main_guard == 0 {
+                    StreamOrigin::Global
+                } else if self.binding.is_some() {
+                    StreamOrigin::Created
+                } else {
+                    StreamOrigin::Temporary
+                };
                 let stream = Stream { display, expr, origin, span: Some(span) };
                 Value::Stream(StreamId(self.site(span, "stream", |b| b.add_stream(stream).0)))
             }
@@ -1191,6 +1303,9 @@ impl<'a> Lowerer<'a> {
                 if let Some(arg) = first {
                     let v = self.eval(arg);
                     if let Some(s) = self.stream_of(&v, arg) {
+                        let restored =
+                            self.restores_stream || self.restoring_try > 0 || self.restore_follows.iter().any(|l| *l);
+                        self.b.push(OpKind::SetStream { stream: s, restored }, span);
                         self.current = s;
                     }
                 }
@@ -1199,7 +1314,9 @@ impl<'a> Lowerer<'a> {
             ApiCall::EventFactory => {
                 self.eval_args(args, keywords);
                 let name = self.value_name("event");
-                Value::Event(self.event_at(span, &name))
+                let e = self.event_at(span, &name, true);
+                self.b.push(OpKind::NewEvent { event: e }, span);
+                Value::Event(e)
             }
             ApiCall::DeviceSynchronize | ApiCall::SynchronizeWrapper => {
                 self.eval_args(args, keywords);
@@ -1222,7 +1339,7 @@ impl<'a> Lowerer<'a> {
                     let how = if call == ApiCall::TensorFromData {
                         Production::HostToDevice { non_blocking: is_true(Expr::keyword(keywords, "non_blocking")) }
                     } else {
-                        Production::Compute
+                        Production::Allocate
                     };
                     self.produce(span, &name, Memory::Device, how)
                 } else {
@@ -1238,8 +1355,7 @@ impl<'a> Lowerer<'a> {
                 }
                 let inputs = self.tensor_buffers(&vals);
                 self.read_all(&inputs, span);
-                let name = self.value_name("result");
-                self.produce(span, &name, Memory::Device, Production::Compute)
+                self.produce_result(&inputs, span)
             }
             ApiCall::Collective => {
                 let vals = self.eval_args(args, keywords);
@@ -1281,9 +1397,13 @@ impl<'a> Lowerer<'a> {
     /// Where a device argument (`"cuda:0"`, `torch.device("cpu")`, `device`, a dtype) points.
     fn target_of(&mut self, expr: &Expr) -> Target {
         // `"cuda:0"`, and f-strings such as `f"cuda:{rank}"` by their leading text.
+        let bound = expr.dotted().and_then(|d| match self.env.get(&d) {
+            Some(Value::Text(t)) => Some(t.clone()),
+            _ => None,
+        });
         let text = match expr {
-            Expr::Opaque { parts, .. } => parts.first().and_then(Expr::as_str),
-            other => other.as_str(),
+            Expr::Opaque { parts, .. } => parts.first().and_then(Expr::as_str).map(str::to_string),
+            other => other.as_str().map(str::to_string).or(bound),
         };
         if let Some(s) = text {
             return if s.starts_with("cpu") { Target::Host } else { Target::Device };
@@ -1462,8 +1582,9 @@ impl<'a> Lowerer<'a> {
                 let e = match vals.first() {
                     Some(Value::Event(e)) => *e,
                     _ => {
+                        // Recorded as it is made: no wait can come before its record.
                         let name = self.value_name("event");
-                        self.event_at(span, &name)
+                        self.event_at(span, &name, false)
                     }
                 };
                 self.b.push(OpKind::RecordEvent { event: e, stream: s }, span);
@@ -1502,7 +1623,7 @@ impl<'a> Lowerer<'a> {
         let non_blocking = is_true(Expr::keyword(keywords, "non_blocking"))
             || (method == "cuda" && matches!(args.get(1), Some(Expr::Constant { value: Constant::Bool(true), .. })));
         let on_device = own.iter().all(|b| self.b.body().buffer(*b).memory == Memory::Device);
-        let known_device = on_device && matches!(recv, Value::Tensors(_));
+        let known_device = on_device && matches!(recv, Value::Tensors(_)) && !own.iter().all(|b| self.unplaced.contains(b));
         match method {
             "record_stream" => {
                 if let (Some(a), Some(v)) = (args.first(), vals.first()) {
@@ -1531,9 +1652,8 @@ impl<'a> Lowerer<'a> {
                 match target {
                     Target::Device if known_device => recv,
                     Target::Device => {
-                        for &buffer in &own {
-                            self.b.push(OpKind::HostRead { buffer }, span);
-                        }
+                        let host: Vec<BufferId> = own.iter().copied().filter(|b| self.on_host(*b)).collect();
+                        self.copy_access(&host, false, span);
                         self.produce(span, &name, Memory::Device, Production::HostToDevice { non_blocking })
                     }
                     Target::Host if !on_device => recv,
@@ -1559,10 +1679,20 @@ impl<'a> Lowerer<'a> {
             }
             "untyped_storage" | "storage" => Value::Storage(own),
             "copy_" => {
-                self.read_all(&arg_buffers, span);
-                self.write_all(&own, span);
-                if !on_device && !non_blocking && !arg_buffers.is_empty() {
-                    self.b.push(OpKind::SyncStream { stream: self.current }, span);
+                let from_device = arg_buffers.iter().any(|b| !self.on_host(*b));
+                let to_device = own.iter().any(|b| !self.on_host(*b));
+                if from_device || to_device {
+                    // A transfer: the copy engine reads and writes host memory on the stream.
+                    self.copy_access(&arg_buffers, false, span);
+                    self.copy_access(&own, true, span);
+                    // Into pageable memory the copy completes before the call returns.
+                    let into_pageable = own.iter().all(|b| self.b.body().buffer(*b).memory == Memory::PageableHost);
+                    if !non_blocking || (from_device && into_pageable) {
+                        self.b.push(OpKind::SyncStream { stream: self.current }, span);
+                    }
+                } else {
+                    self.read_all(&arg_buffers, span);
+                    self.write_all(&own, span);
                 }
                 recv
             }
@@ -1588,8 +1718,7 @@ impl<'a> Lowerer<'a> {
                 let mut inputs = own;
                 inputs.extend(arg_buffers);
                 self.read_all(&inputs, span);
-                let name = self.value_name("result");
-                self.produce(span, &name, Memory::Device, Production::Compute)
+                self.produce_result(&inputs, span)
             }
         }
     }
@@ -1612,11 +1741,18 @@ fn makes_tensor(method: &str) -> bool {
         && !matches!(method, "record_stream" | "backward" | "data" | "grad" | "split" | "chunk")
 }
 
-/// A statement that only adds ordering: a wait, a record, a synchronize.
+/// `if __name__ == "__main__":`
+fn is_main_guard(test: &Expr) -> bool {
+    matches!(test, Expr::Operator { operands, .. }
+        if operands.len() == 2 && operands[0].dotted().as_deref() == Some("__name__") && operands[1].as_str() == Some("__main__"))
+}
+
+/// A statement that only adds ordering: a wait, a `record_stream`, a synchronize. (Not an event
+/// record: a record guarded by a flag is exactly how waits on unrecorded events happen.)
 fn is_ordering_stmt(stmt: &Stmt) -> bool {
     let Stmt::Expr(Expr::Call { func, .. }) = stmt else { return false };
     let Expr::Attribute { attr, .. } = func.as_ref() else { return false };
-    matches!(attr.as_str(), "wait_stream" | "wait_event" | "record_stream" | "synchronize" | "record" | "wait")
+    matches!(attr.as_str(), "wait_stream" | "wait_event" | "record_stream" | "synchronize" | "wait")
 }
 
 fn root_name(expr: &Expr) -> Option<&str> {

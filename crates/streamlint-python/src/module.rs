@@ -1,15 +1,15 @@
-//! A module as a whole: its imports, its local functions, its classes' summaries, and one graph
-//! body per function, method and the top level.
+//! A module as a whole: its imports, its local functions, its classes' summaries, which code runs
+//! in data-loading workers, and one graph body per function, method and the top level.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use streamlint_graph::Body;
 
-use crate::api::ApiModel;
+use crate::api::{ApiCall, ApiModel};
 use crate::lower::Lowerer;
 use crate::names::Imports;
 use crate::summary::ClassSummary;
-use crate::syntax::Stmt;
+use crate::syntax::{visit_calls, ClassDef, Constant, Expr, FunctionDef, Stmt};
 
 /// What every function of a module shares.
 pub struct ModuleContext<'a> {
@@ -17,6 +17,36 @@ pub struct ModuleContext<'a> {
     pub imports: Imports,
     /// Functions defined at the top level of the module.
     pub local_functions: HashSet<String>,
+}
+
+impl ModuleContext<'_> {
+    /// Do these statements call `set_stream`?
+    pub fn sets_stream(&self, stmts: &[Stmt]) -> bool {
+        let mut found = false;
+        visit_calls(stmts, false, &mut |call| {
+            if let Expr::Call { func, .. } = call {
+                found |= self.imports.qualify(func).and_then(|q| self.api.classify(&q)) == Some(ApiCall::SetStream);
+            }
+        });
+        found
+    }
+}
+
+/// What the lowering of one function needs to know about its place in the module.
+#[derive(Clone, Default)]
+pub struct Role<'a> {
+    /// The class whose `self` the function sees: its own (a method) or its enclosing method's
+    /// (a closure).
+    pub class: Option<&'a ClassSummary>,
+    /// The first parameter is `self` or `cls`.
+    pub is_method: bool,
+    /// The function puts back a stream it sets, by protocol.
+    pub restores_stream: bool,
+    /// Why the function runs where the device must not be used.
+    pub device_forbidden: Option<String>,
+    /// Attributes every construction of the class sets to the same string (`self.device` when
+    /// every call passes `device="cpu"`).
+    pub attr_text: Vec<(String, String)>,
 }
 
 /// Lower every function of a parsed module.
@@ -32,36 +62,264 @@ pub fn lower_module(stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
             })
             .collect(),
     };
-    let mut bodies = vec![Lowerer::lower(&cx, None, false, None, stmts)];
-    lower_defs(&cx, stmts, None, false, &mut bodies);
+    let workers = Workers::find(&cx, stmts);
+    let mut bodies = vec![Lowerer::lower(&cx, Role::default(), None, stmts)];
+    let top = Scope { cx: &cx, module: stmts, workers: &workers, class: None };
+    top.lower_defs(stmts, &mut bodies);
     bodies
 }
 
-/// Lower the functions defined in `stmts` (and those nested in them). `in_class` says whether
-/// `stmts` is a class body (its functions are methods); functions nested in a method keep the
-/// method's class, since they close over its `self`.
-fn lower_defs(cx: &ModuleContext<'_>, stmts: &[Stmt], class: Option<&ClassSummary>, in_class: bool, out: &mut Vec<Body>) {
+/// Where the functions being lowered sit: at the top level, in a class, or in a method.
+#[derive(Clone, Copy)]
+struct Scope<'s> {
+    cx: &'s ModuleContext<'s>,
+    module: &'s [Stmt],
+    workers: &'s Workers,
+    /// The class body being walked, with its summary.
+    class: Option<(&'s ClassDef, &'s ClassSummary)>,
+}
+
+impl Scope<'_> {
+    /// Lower the functions defined in `stmts` (and those nested in them). Functions nested in a
+    /// method keep the method's class, since they close over its `self`.
+    fn lower_defs(&self, stmts: &[Stmt], out: &mut Vec<Body>) {
+        for s in stmts {
+            match s {
+                Stmt::Def(f) => {
+                    out.push(Lowerer::lower(self.cx, self.role(f), Some(f), &[]));
+                    let nested = Role { class: self.class.map(|(_, s)| s), ..Role::default() };
+                    self.lower_nested(&f.body, nested, out);
+                }
+                Stmt::Class(c) => {
+                    let summary = ClassSummary::build(&c.body, self.cx.api, &self.cx.imports);
+                    Scope { class: Some((c, &summary)), ..*self }.lower_defs(&c.body, out);
+                }
+                Stmt::If { body, orelse, .. } => {
+                    self.lower_defs(body, out);
+                    self.lower_defs(orelse, out);
+                }
+                Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+                    self.lower_defs(body, out);
+                    handlers.iter().for_each(|h| self.lower_defs(h, out));
+                    self.lower_defs(orelse, out);
+                    self.lower_defs(finalbody, out);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Closures inside a function, at any depth.
+    fn lower_nested(&self, stmts: &[Stmt], role: Role<'_>, out: &mut Vec<Body>) {
+        for s in stmts {
+            match s {
+                Stmt::Def(f) => {
+                    out.push(Lowerer::lower(self.cx, role.clone(), Some(f), &[]));
+                    self.lower_nested(&f.body, role.clone(), out);
+                }
+                Stmt::Class(c) => {
+                    let summary = ClassSummary::build(&c.body, self.cx.api, &self.cx.imports);
+                    Scope { class: Some((c, &summary)), ..*self }.lower_defs(&c.body, out);
+                }
+                Stmt::If { body, orelse, .. } | Stmt::For { body, orelse, .. } | Stmt::While { body, orelse, .. } => {
+                    self.lower_nested(body, role.clone(), out);
+                    self.lower_nested(orelse, role.clone(), out);
+                }
+                Stmt::With { body, .. } => self.lower_nested(body, role.clone(), out),
+                Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+                    self.lower_nested(body, role.clone(), out);
+                    handlers.iter().for_each(|h| self.lower_nested(h, role.clone(), out));
+                    self.lower_nested(orelse, role.clone(), out);
+                    self.lower_nested(finalbody, role.clone(), out);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn role(&self, f: &FunctionDef) -> Role<'_> {
+        let cx = self.cx;
+        let context_manager = f.decorators.iter().any(|d| d.dotted().is_some_and(|d| d.ends_with("contextmanager")));
+        let restores_in_finally = {
+            let mut found = false;
+            visit_try_finally(&f.body, &mut |finalbody| found |= cx.sets_stream(finalbody));
+            found
+        };
+        let Some((class, summary)) = self.class else {
+            return Role {
+                restores_stream: context_manager && restores_in_finally,
+                device_forbidden: self.workers.functions.get(&f.name).cloned(),
+                ..Role::default()
+            };
+        };
+        let exit_restores = class.body.iter().any(|s| matches!(s, Stmt::Def(m) if m.name == "__exit__" && cx.sets_stream(&m.body)));
+        let restores_stream = match f.name.as_str() {
+            "__enter__" => exit_restores,
+            "__exit__" => true,
+            _ => context_manager && restores_in_finally,
+        };
+        let device_forbidden = (self.workers.classes.contains(&class.name)
+            && matches!(f.name.as_str(), "__getitem__" | "__getitems__" | "__iter__" | "__next__" | "__init__"))
+        .then(|| format!("`{}.{}`, which runs in DataLoader worker processes", class.name, f.name));
+        let attr_text = constructor_strings(class, self.module);
+        Role { class: Some(summary), is_method: true, restores_stream, device_forbidden, attr_text }
+    }
+}
+
+/// `self.x = p` assignments of `__init__` whose parameter `p` every construction of the class in
+/// the module passes as the same string literal (`FeatureBank(.., device="cpu")`).
+fn constructor_strings(class: &ClassDef, module: &[Stmt]) -> Vec<(String, String)> {
+    let Some(init) = class.body.iter().find_map(|s| match s {
+        Stmt::Def(f) if f.name == "__init__" => Some(f),
+        _ => None,
+    }) else {
+        return Vec::new();
+    };
+    let params: HashSet<&str> = init.params.iter().map(|p| p.name.as_str()).collect();
+    let mut out = Vec::new();
+    for s in &init.body {
+        let Stmt::Assign { targets, value: Expr::Name { id: param, .. }, .. } = s else { continue };
+        let Some(attr) = targets.first().and_then(Expr::dotted).filter(|d| d.starts_with("self.")) else { continue };
+        if !params.contains(param.as_str()) {
+            continue;
+        }
+        // Every call `Class(..)` must pass `param="..."` with the same text.
+        let mut seen: Option<Option<String>> = None;
+        let mut consistent = true;
+        visit_calls(module, true, &mut |call| {
+            let Expr::Call { func, keywords, .. } = call else { return };
+            if func.dotted().as_deref() != Some(class.name.as_str()) {
+                return;
+            }
+            let text = Expr::keyword(keywords, param).and_then(Expr::as_str).map(str::to_string);
+            match &seen {
+                None => seen = Some(text),
+                Some(prev) => consistent &= *prev == text,
+            }
+        });
+        if let (true, Some(Some(text))) = (consistent, seen) {
+            out.push((attr, text));
+        }
+    }
+    out
+}
+
+/// Call `f` with the `finally` body of every `try` in `stmts` (not in nested functions).
+fn visit_try_finally(stmts: &[Stmt], f: &mut dyn FnMut(&[Stmt])) {
     for s in stmts {
         match s {
-            Stmt::Def(f) => {
-                out.push(Lowerer::lower(cx, class, in_class, Some(f), &[]));
-                lower_defs(cx, &f.body, class, false, out);
+            Stmt::Try { body, handlers, orelse, finalbody } => {
+                f(finalbody);
+                visit_try_finally(body, f);
+                handlers.iter().for_each(|h| visit_try_finally(h, f));
+                visit_try_finally(orelse, f);
             }
-            Stmt::Class(c) => {
-                let summary = ClassSummary::build(&c.body, cx.api, &cx.imports);
-                lower_defs(cx, &c.body, Some(&summary), true, out);
+            Stmt::If { body, orelse, .. } | Stmt::For { body, orelse, .. } | Stmt::While { body, orelse, .. } => {
+                visit_try_finally(body, f);
+                visit_try_finally(orelse, f);
             }
-            Stmt::If { body, orelse, .. } => {
-                lower_defs(cx, body, class, in_class, out);
-                lower_defs(cx, orelse, class, in_class, out);
-            }
-            Stmt::Try { body, handlers, orelse, finalbody, .. } => {
-                lower_defs(cx, body, class, in_class, out);
-                handlers.iter().for_each(|h| lower_defs(cx, h, class, in_class, out));
-                lower_defs(cx, orelse, class, in_class, out);
-                lower_defs(cx, finalbody, class, in_class, out);
-            }
+            Stmt::With { body, .. } => visit_try_finally(body, f),
             _ => {}
         }
+    }
+}
+
+/// Code of this module that DataLoader worker processes run: methods of datasets that are used
+/// with workers (or whose loader is not in this module), and `collate_fn`/`worker_init_fn`
+/// functions of loaders with workers.
+#[derive(Default)]
+struct Workers {
+    classes: HashSet<String>,
+    /// Function name → why it runs in a worker.
+    functions: HashMap<String, String>,
+}
+
+impl Workers {
+    fn find(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> Workers {
+        let datasets: Vec<String> = stmts
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Class(c) if c.bases.iter().any(is_dataset_base) => Some(c.name.clone()),
+                _ => None,
+            })
+            .collect();
+        let instances = instances_of(stmts);
+        // Per dataset class: does any loader use it with workers? `None`: no loader seen.
+        let mut with_workers: HashMap<String, bool> = HashMap::new();
+        let mut out = Workers::default();
+        visit_calls(stmts, true, &mut |call| {
+            let Expr::Call { func, args, keywords, .. } = call else { return };
+            let is_loader = cx.imports.qualify(func).is_some_and(|q| q.rsplit('.').next() == Some("DataLoader"));
+            if !is_loader {
+                return;
+            }
+            let workers = match Expr::keyword(keywords, "num_workers") {
+                None => false,
+                Some(Expr::Constant { value: Constant::Int(0), .. }) => false,
+                Some(_) => true,
+            };
+            let dataset = args.first().or_else(|| Expr::keyword(keywords, "dataset"));
+            if let Some(class) = dataset.and_then(|d| dataset_class(d, &instances)) {
+                *with_workers.entry(class).or_default() |= workers;
+            }
+            if workers {
+                for hook in ["collate_fn", "worker_init_fn"] {
+                    if let Some(name) = Expr::keyword(keywords, hook).and_then(function_name) {
+                        out.functions.insert(name.clone(), format!("`{name}`, the `{hook}` of a DataLoader with worker processes"));
+                    }
+                }
+            }
+        });
+        out.classes = datasets.into_iter().filter(|d| with_workers.get(d).copied().unwrap_or(true)).collect();
+        out
+    }
+}
+
+fn is_dataset_base(base: &Expr) -> bool {
+    base.dotted().is_some_and(|d| d.rsplit('.').next().is_some_and(|last| last.ends_with("Dataset")))
+}
+
+/// `name = SomeClass(...)` bindings anywhere in the module.
+fn instances_of(stmts: &[Stmt]) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for s in stmts {
+        match s {
+            Stmt::Assign { targets, value: Expr::Call { func, .. }, .. } => {
+                if let (Some(Expr::Name { id, .. }), Expr::Name { id: class, .. }) = (targets.first(), func.as_ref()) {
+                    out.insert(id.clone(), class.clone());
+                }
+            }
+            Stmt::Def(f) => out.extend(instances_of(&f.body)),
+            Stmt::If { body, orelse, .. } | Stmt::For { body, orelse, .. } | Stmt::While { body, orelse, .. } => {
+                out.extend(instances_of(body));
+                out.extend(instances_of(orelse));
+            }
+            Stmt::With { body, .. } => out.extend(instances_of(body)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The dataset class a loader's first argument is an instance of.
+fn dataset_class(expr: &Expr, instances: &HashMap<String, String>) -> Option<String> {
+    match expr {
+        Expr::Call { func, .. } => match func.as_ref() {
+            Expr::Name { id, .. } => Some(id.clone()),
+            _ => None,
+        },
+        Expr::Name { id, .. } => instances.get(id).cloned(),
+        _ => None,
+    }
+}
+
+/// `fn` or `functools.partial(fn, ...)`.
+fn function_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Name { id, .. } => Some(id.clone()),
+        Expr::Call { func, args, .. } if func.dotted().is_some_and(|d| d.ends_with("partial")) => {
+            args.first().and_then(function_name)
+        }
+        _ => None,
     }
 }

@@ -50,12 +50,13 @@ fn function(
     for a in args.posonlyargs.iter().chain(&args.args).chain(&args.kwonlyargs) {
         params.push(Param {
             name: a.def.arg.to_string(),
+            default: a.default.as_deref().map(expr),
             annotation: a.def.annotation.as_deref().map(expr),
             span: span(a.def.range),
         });
     }
     for a in args.vararg.iter().chain(&args.kwarg) {
-        params.push(Param { name: a.arg.to_string(), annotation: None, span: span(a.range) });
+        params.push(Param { name: a.arg.to_string(), default: None, annotation: None, span: span(a.range) });
     }
     let start = range.start().to_u32();
     let header_end = body.first().map(|s| s.range().start().to_u32()).unwrap_or(range.end().to_u32());
@@ -95,7 +96,7 @@ fn stmt(s: &ast::Stmt) -> Stmt {
         S::FunctionDef(f) => Stmt::Def(function(&f.name, &f.args, &f.decorator_list, &f.body, f.range)),
         S::AsyncFunctionDef(f) => Stmt::Def(function(&f.name, &f.args, &f.decorator_list, &f.body, f.range)),
         S::ClassDef(c) => {
-            Stmt::Class(ClassDef { name: c.name.to_string(), body: stmts(&c.body) })
+            Stmt::Class(ClassDef { name: c.name.to_string(), bases: exprs(&c.bases), body: stmts(&c.body) })
         }
         S::Return(r) => Stmt::Return { value: r.value.as_deref().map(expr), span: sp },
         S::Delete(d) => Stmt::Delete { targets: exprs(&d.targets), span: sp },

@@ -18,11 +18,12 @@ pub enum AttrKind {
     /// A dict or list of streams (per-device caches).
     StreamCache,
     Event,
+    /// A tensor in host memory (made without a device).
+    Host { pinned: bool },
     /// A tensor produced while the stream named by the dotted expression was current (empty:
     /// the stream current in the caller); `transfer` when it is a copy from the host
     /// (`.cuda()`, `.to(device)`).
     Tensor { stream: String, transfer: bool },
-    PinnedHost,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -199,7 +200,10 @@ impl Scan<'_> {
                 }
                 Some(AttrKind::Event)
             }
-            _ if is_method_call(value, "pin_memory") => Some(AttrKind::PinnedHost),
+            _ if is_method_call(value, "pin_memory") => Some(AttrKind::Host { pinned: true }),
+            Some(ApiCall::TensorFactory | ApiCall::TensorFromData) if makes_host_tensor(value) => {
+                Some(AttrKind::Host { pinned: keyword_true(value, "pin_memory") })
+            }
             _ if cache => None,
             _ => match (self.with_streams.last(), value) {
                 // Literals, and what free functions return (`cast(..)`, `SomeAwaitable(..)`,
@@ -251,6 +255,24 @@ impl Scan<'_> {
             _ => {}
         }
     }
+}
+
+/// A factory call that makes a CPU tensor: no `device=`, or `device="cpu"` (not `*_like`, which
+/// follows its argument).
+fn makes_host_tensor(call: &Expr) -> bool {
+    let Expr::Call { func, keywords, .. } = call else { return false };
+    if func.dotted().is_some_and(|d| d.ends_with("_like")) {
+        return false;
+    }
+    match Expr::keyword(keywords, "device") {
+        None => true,
+        Some(d) => d.as_str().is_some_and(|s| s.starts_with("cpu")),
+    }
+}
+
+fn keyword_true(call: &Expr, name: &str) -> bool {
+    matches!(call, Expr::Call { keywords, .. }
+        if matches!(Expr::keyword(keywords, name), Some(Expr::Constant { value: crate::syntax::Constant::Bool(true), .. })))
 }
 
 /// The receiver of a method call expression.

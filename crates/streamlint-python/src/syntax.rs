@@ -45,6 +45,7 @@ pub struct FunctionDef {
 #[derive(Clone, Debug)]
 pub struct Param {
     pub name: String,
+    pub default: Option<Expr>,
     pub annotation: Option<Expr>,
     pub span: Span,
 }
@@ -52,6 +53,7 @@ pub struct Param {
 #[derive(Clone, Debug)]
 pub struct ClassDef {
     pub name: String,
+    pub bases: Vec<Expr>,
     pub body: Vec<Stmt>,
 }
 
@@ -163,5 +165,97 @@ impl Expr {
 
     pub fn is_none(&self) -> bool {
         matches!(self, Expr::Constant { value: Constant::None, .. })
+    }
+}
+
+/// Call `f` on every call expression in `stmts`, in nested expressions and statements;
+/// `into_defs` also enters nested functions and classes.
+pub fn visit_calls(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr)) {
+    for s in stmts {
+        match s {
+            Stmt::Def(d) => {
+                if into_defs {
+                    d.decorators.iter().for_each(|e| visit_expr_calls(e, f));
+                    visit_calls(&d.body, into_defs, f);
+                }
+            }
+            Stmt::Class(c) => {
+                if into_defs {
+                    visit_calls(&c.body, into_defs, f);
+                }
+            }
+            Stmt::Return { value, .. } => value.iter().for_each(|e| visit_expr_calls(e, f)),
+            Stmt::Delete { targets, .. } => targets.iter().for_each(|e| visit_expr_calls(e, f)),
+            Stmt::Assign { targets, value, .. } => {
+                targets.iter().for_each(|e| visit_expr_calls(e, f));
+                visit_expr_calls(value, f);
+            }
+            Stmt::For { target, iter, body, orelse, .. } => {
+                visit_expr_calls(target, f);
+                visit_expr_calls(iter, f);
+                visit_calls(body, into_defs, f);
+                visit_calls(orelse, into_defs, f);
+            }
+            Stmt::While { test, body, orelse, .. } | Stmt::If { test, body, orelse, .. } => {
+                visit_expr_calls(test, f);
+                visit_calls(body, into_defs, f);
+                visit_calls(orelse, into_defs, f);
+            }
+            Stmt::With { items, body } => {
+                items.iter().for_each(|i| visit_expr_calls(&i.context, f));
+                visit_calls(body, into_defs, f);
+            }
+            Stmt::Try { body, handlers, orelse, finalbody } => {
+                visit_calls(body, into_defs, f);
+                handlers.iter().for_each(|h| visit_calls(h, into_defs, f));
+                visit_calls(orelse, into_defs, f);
+                visit_calls(finalbody, into_defs, f);
+            }
+            Stmt::Match { subject, cases } => {
+                visit_expr_calls(subject, f);
+                cases.iter().for_each(|c| visit_calls(c, into_defs, f));
+            }
+            Stmt::Expr(e) => visit_expr_calls(e, f),
+            Stmt::Raise | Stmt::Import { .. } | Stmt::ImportFrom { .. } | Stmt::Break | Stmt::Continue | Stmt::Other => {}
+        }
+    }
+}
+
+fn visit_expr_calls(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
+    if matches!(expr, Expr::Call { .. }) {
+        f(expr);
+    }
+    match expr {
+        Expr::Attribute { value, .. } | Expr::Starred { value, .. } | Expr::Await { value, .. } => visit_expr_calls(value, f),
+        Expr::Call { func, args, keywords, .. } => {
+            visit_expr_calls(func, f);
+            args.iter().for_each(|a| visit_expr_calls(a, f));
+            keywords.iter().for_each(|k| visit_expr_calls(&k.value, f));
+        }
+        Expr::Operator { operands: parts, .. } | Expr::Collection { elts: parts, .. } | Expr::Opaque { parts, .. } => {
+            parts.iter().for_each(|p| visit_expr_calls(p, f))
+        }
+        Expr::Subscript { value, index, .. } => {
+            visit_expr_calls(value, f);
+            visit_expr_calls(index, f);
+        }
+        Expr::Yield { value, .. } => value.iter().for_each(|v| visit_expr_calls(v, f)),
+        Expr::IfExp { test, body, orelse, .. } => {
+            visit_expr_calls(test, f);
+            visit_expr_calls(body, f);
+            visit_expr_calls(orelse, f);
+        }
+        Expr::Walrus { target, value, .. } => {
+            visit_expr_calls(target, f);
+            visit_expr_calls(value, f);
+        }
+        Expr::Comprehension { elts, generators, .. } => {
+            elts.iter().for_each(|e| visit_expr_calls(e, f));
+            for g in generators {
+                visit_expr_calls(&g.iter, f);
+                g.conditions.iter().for_each(|c| visit_expr_calls(c, f));
+            }
+        }
+        Expr::Name { .. } | Expr::Constant { .. } => {}
     }
 }

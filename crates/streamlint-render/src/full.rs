@@ -7,16 +7,14 @@ use codespan_reporting::files::SimpleFiles;
 use codespan_reporting::term::{self, termcolor::Ansi, Config};
 use streamlint_rules::{rule, Severity};
 
-use crate::{rule_url, summary_line, FileFindings};
+use crate::{rule_url, FileFindings};
 
 pub fn render(files: &[FileFindings<'_>], color: bool, out: &mut dyn Write) -> io::Result<()> {
     let mut db = SimpleFiles::new();
     let config = Config::default();
-    let mut total = 0;
     for file in files {
         let id = db.add(file.path, file.source);
         for f in file.findings {
-            total += 1;
             let name = rule(f.code).map(|r| r.name).unwrap_or("");
             let mut labels = vec![Label::primary(id, range(f.span, file.source))];
             labels.extend(f.labels.iter().map(|l| Label::secondary(id, range(l.span, file.source)).with_message(&l.message)));
@@ -40,7 +38,7 @@ pub fn render(files: &[FileFindings<'_>], color: bool, out: &mut dyn Write) -> i
             out.write_all(&buf)?;
         }
     }
-    writeln!(out, "{}", summary_line(total, files.len()))
+    Ok(())
 }
 
 /// A span as a byte range codespan accepts (inside the text, on character boundaries).

@@ -63,6 +63,36 @@ pub const RULES: &[RuleInfo] = &[
         severity: Severity::Error,
         doc: include_str!("../../../rules/SL004.md"),
     },
+    RuleInfo {
+        code: "SL005",
+        name: "temporary-stream",
+        severity: Severity::Error,
+        doc: include_str!("../../../rules/SL005.md"),
+    },
+    RuleInfo {
+        code: "SL006",
+        name: "wait-before-record",
+        severity: Severity::Error,
+        doc: include_str!("../../../rules/SL006.md"),
+    },
+    RuleInfo {
+        code: "SL007",
+        name: "unsynchronized-host-access",
+        severity: Severity::Error,
+        doc: include_str!("../../../rules/SL007.md"),
+    },
+    RuleInfo {
+        code: "SL008",
+        name: "unrestored-set-stream",
+        severity: Severity::Warning,
+        doc: include_str!("../../../rules/SL008.md"),
+    },
+    RuleInfo {
+        code: "SL009",
+        name: "cuda-in-dataloader-worker",
+        severity: Severity::Error,
+        doc: include_str!("../../../rules/SL009.md"),
+    },
 ];
 
 /// Look a rule up by code (`SL001`) or name (`missing-record-stream`), including SL900.

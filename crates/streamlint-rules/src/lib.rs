@@ -2,15 +2,20 @@
 //! Rules never see syntax; names and fix spellings come from the graph's entities.
 
 mod catalog;
+mod events;
+mod host;
 mod lifetime;
 mod line_index;
 mod ordering;
 mod record;
+mod set_stream;
+mod temporary;
 mod transfer;
+mod worker;
 
 use std::collections::HashSet;
 
-use streamlint_graph::{Analysis, Body, BufferId, BufferState, Op, OpId, Production, Span, State};
+use streamlint_graph::{Analysis, Body, BufferId, BufferState, Op, OpId, Production, Span, State, StreamId, StreamOrigin};
 
 pub use catalog::{rule, RuleInfo, META, PARSE_ERROR, RULES, UNUSED_SUPPRESSION};
 pub use line_index::{LineIndex, Position};
@@ -52,18 +57,32 @@ pub struct Finding {
     pub help: Option<String>,
 }
 
+/// What a finding is about, for reporting each root cause once.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+enum Subject {
+    Buffer(BufferId),
+    Stream(StreamId),
+    Span(Span),
+}
+
 /// What a rule sees while the analysis walks a body.
 pub struct Context<'b> {
     pub body: &'b Body,
+    analysis: &'b Analysis<'b>,
     findings: Vec<Finding>,
-    /// (code, buffer) pairs already reported: one finding per root cause.
-    reported: HashSet<(&'static str, BufferId)>,
+    /// (code, subject) pairs already reported: one finding per root cause.
+    reported: HashSet<(&'static str, Subject)>,
 }
 
 impl<'b> Context<'b> {
     /// Report once per rule and buffer.
     fn report_once(&mut self, buffer: BufferId, finding: Finding) {
-        if self.reported.insert((finding.code, buffer)) {
+        self.report_about(Subject::Buffer(buffer), finding);
+    }
+
+    /// Report once per rule and subject.
+    fn report_about(&mut self, subject: Subject, finding: Finding) {
+        if self.reported.insert((finding.code, subject)) {
             self.findings.push(finding);
         }
     }
@@ -71,7 +90,11 @@ impl<'b> Context<'b> {
     /// A `record_stream` of this buffer that protects nothing was reported: that is the root
     /// cause of any lifetime hazard that follows.
     fn wrong_record_reported(&self, buffer: BufferId) -> bool {
-        self.reported.contains(&("SL002", buffer))
+        self.reported.contains(&("SL002", Subject::Buffer(buffer)))
+    }
+
+    fn is_temporary(&self, s: StreamId) -> bool {
+        self.body.stream(s).origin == StreamOrigin::Temporary
     }
 
     fn report(&mut self, finding: Finding) {
@@ -104,10 +127,11 @@ impl<'b> Context<'b> {
     }
 }
 
-/// A rule visits every reachable op with the state before it.
+/// A rule visits every reachable op with the state before it, then may look at the body once.
 trait Rule {
     fn code(&self) -> &'static str;
     fn visit(&self, cx: &mut Context<'_>, id: OpId, op: &Op, state: &State);
+    fn finish(&self, _cx: &mut Context<'_>) {}
 }
 
 /// A tensor copied from the host while a side stream was current: SL004 owns its hazards.
@@ -126,18 +150,31 @@ fn released_at_scope_end(body: &Body, state: &State) -> Vec<BufferId> {
 
 /// Run every enabled rule over one body.
 pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
-    let all: [&dyn Rule; 4] =
-        [&lifetime::MissingRecordStream, &record::RecordStreamWrongStream, &ordering::MissingStreamWait, &transfer::TransferInSideStream];
+    let all: [&dyn Rule; 9] = [
+        &lifetime::MissingRecordStream,
+        &record::RecordStreamWrongStream,
+        &ordering::MissingStreamWait,
+        &transfer::TransferInSideStream,
+        &temporary::TemporaryStream,
+        &events::WaitBeforeRecord,
+        &host::UnsynchronizedHostAccess,
+        &set_stream::UnrestoredSetStream,
+        &worker::CudaInDataloaderWorker,
+    ];
     let rules: Vec<&dyn Rule> = all.into_iter().filter(|r| enabled(r.code())).collect();
-    if rules.is_empty() || body.ops.is_empty() {
+    if rules.is_empty() || (body.ops.is_empty() && body.streams.len() == 1) {
         return Vec::new();
     }
-    let mut cx = Context { body, findings: Vec::new(), reported: HashSet::new() };
-    Analysis::run(body).walk(|id, op, state| {
+    let analysis = Analysis::run(body);
+    let mut cx = Context { body, analysis: &analysis, findings: Vec::new(), reported: HashSet::new() };
+    analysis.walk(|id, op, state| {
         for rule in &rules {
             rule.visit(&mut cx, id, op, state);
         }
     });
+    for rule in &rules {
+        rule.finish(&mut cx);
+    }
     let mut findings = cx.findings;
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);

@@ -35,7 +35,11 @@ impl MissingRecordStream {
         if !device || b.escaped || is_side_stream_transfer(cx.body, b) || cx.wrong_record_reported(buffer) {
             return;
         }
-        let uncovered = state.uncovered_uses(buffer);
+        // Work on a stream without a name is SL005's.
+        let uncovered: Vec<_> = state.uncovered_uses(buffer).into_iter().filter(|(s, _)| !cx.is_temporary(*s)).collect();
+        if cx.is_temporary(b.alloc_stream) {
+            return;
+        }
         let Some(&(user, last_use)) = uncovered.iter().max_by_key(|(_, u)| *u) else { return };
         let name = cx.buffer_name(buffer).to_string();
         let alloc = b.alloc_stream;

@@ -68,6 +68,11 @@ impl MissingStreamWait {
         if b.how == Production::Entry && !self.owns_ordering(cx, consumer) {
             races.retain(|(_, a)| *a != b.produced_at);
         }
+        // A stream without a handle cannot be waited on or wait: SL005 reports those.
+        if cx.is_temporary(consumer) {
+            return;
+        }
+        races.retain(|(s, _)| !cx.is_temporary(*s));
         let raw = races.iter().any(|r| b.writes.contains(r));
         let Some(&(producer, access)) = races.first() else { return };
         // A self-wait on the consumer is the root cause; it is reported where it stands.

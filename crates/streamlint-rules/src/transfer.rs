@@ -47,7 +47,12 @@ impl TransferInSideStream {
     /// The copy's result used on another stream before that stream waited for the copy.
     fn check_wait(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, consumer: StreamId, op: &Op, returned: bool) -> bool {
         let Some(b) = state.buffer(buffer) else { return false };
-        if !is_side_stream_transfer(cx.body, b) || state.unordered_writes(buffer, consumer).is_empty() {
+        // A wait that ordered nothing (self-wait, unrecorded event) is the root cause there.
+        if !is_side_stream_transfer(cx.body, b)
+            || cx.is_temporary(b.alloc_stream)
+            || state.noop_wait(consumer).is_some()
+            || state.unordered_writes(buffer, consumer).is_empty()
+        {
             return false;
         }
         let name = cx.buffer_name(buffer).to_string();

@@ -6,7 +6,7 @@ use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use streamlint_linter::{check_files, discover, Selection, Settings};
+use streamlint_linter::{check_files, discover, Config, ConfigError, Selection, Settings};
 use streamlint_render::{render, FileFindings, Format};
 
 #[derive(Parser, Debug)]
@@ -48,6 +48,13 @@ struct CheckArgs {
     /// Check files that .gitignore excludes too.
     #[arg(long)]
     no_respect_gitignore: bool,
+    /// Use this configuration file (a `streamlint.toml` or a `pyproject.toml`) instead of the
+    /// one found from the checked path upward.
+    #[arg(long, value_name = "FILE", conflicts_with = "isolated")]
+    config: Option<PathBuf>,
+    /// Ignore every configuration file.
+    #[arg(long)]
+    isolated: bool,
 }
 
 /// Run the command line `args` (including the program name); returns the exit code.
@@ -79,16 +86,43 @@ where
     result.unwrap_or(2)
 }
 
+/// The settings for a run: the configuration file's, with the command line on top.
+fn settings(args: &CheckArgs, paths: &[PathBuf]) -> Result<Settings, ConfigError> {
+    let config = if args.isolated {
+        None
+    } else if let Some(file) = &args.config {
+        Some(Config::load(file)?)
+    } else {
+        Config::discover(&paths[0])?
+    };
+    let mut settings = Settings::from_config(config.as_ref())?;
+    if !args.select.is_empty() {
+        settings.selection.select = args.select.clone();
+    }
+    if !args.ignore.is_empty() {
+        settings.selection.ignore = args.ignore.clone();
+    }
+    if args.no_respect_gitignore {
+        settings.respect_gitignore = false;
+    }
+    Ok(settings)
+}
+
 fn check(args: CheckArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> std::io::Result<i32> {
-    let selection = Selection { select: args.select, ignore: args.ignore };
-    let unknown = selection.unknown_patterns();
+    let unknown = Selection { select: args.select.clone(), ignore: args.ignore.clone() }.unknown_patterns();
     if !unknown.is_empty() {
         writeln!(stderr, "error: unknown rule selector(s): {}; `streamlint rules` lists the codes", unknown.join(", "))?;
         return Ok(2);
     }
-    let settings = Settings { selection, respect_gitignore: !args.no_respect_gitignore, ..Settings::default() };
-    let paths = if args.paths.is_empty() { vec![PathBuf::from(".")] } else { args.paths };
-    let found = discover(&paths, settings.respect_gitignore);
+    let paths = if args.paths.is_empty() { vec![PathBuf::from(".")] } else { args.paths.clone() };
+    let settings = match settings(&args, &paths) {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(stderr, "error: {e}")?;
+            return Ok(2);
+        }
+    };
+    let found = discover(&paths, &settings);
     for missing in &found.missing {
         writeln!(stderr, "error: {}: no such file or directory", missing.display())?;
     }
@@ -102,14 +136,10 @@ fn check(args: CheckArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> std
         .collect();
     let format = Format::parse(&args.output_format).unwrap_or(Format::Full);
     let color = format == Format::Full && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    if format == Format::Full && files.is_empty() {
-        writeln!(stdout, "{}", streamlint_render::summary_line(0, reports.len()))?;
-    } else if format == Format::Full {
-        render(format, &files, color, stdout)?;
-        // The summary counts every checked file, not only those with findings.
-        let _ = reports.len();
-    } else {
-        render(format, &files, color, stdout)?;
+    render(format, &files, color, stdout)?;
+    if format == Format::Full {
+        let total = files.iter().map(|f| f.findings.len()).sum();
+        writeln!(stdout, "{}", streamlint_render::summary_line(total, reports.len()))?;
     }
     let any = files.iter().any(|f| !f.findings.is_empty());
     Ok(if !found.missing.is_empty() {
