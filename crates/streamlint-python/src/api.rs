@@ -233,7 +233,8 @@ impl ApiModel {
             _ => {}
         }
         if let Some(rest) = qualified.strip_prefix("torch.distributed.") {
-            return (!rest.contains('.') && rest != "barrier").then_some(ApiCall::Collective);
+            let function = !rest.contains('.') && !rest.starts_with(|c: char| c.is_ascii_uppercase());
+            return (function && rest != "barrier").then_some(ApiCall::Collective);
         }
         if let Some(rest) = qualified.strip_prefix("torch.") {
             if TENSOR_FACTORIES.contains(&rest) {

@@ -615,11 +615,6 @@ impl<'a> Lowerer<'a> {
             Stmt::For { target, iter, body, orelse, span } => {
                 let it = self.eval(iter);
                 let counting = matches!(iter, Expr::Call { func, .. } if func.dotted().as_deref() == Some("range"));
-                let host: Vec<BufferId> = it.local_tensors().into_iter().filter(|b| self.on_host(*b)).collect();
-                if !host.is_empty() {
-                    // Iterating a host tensor reads its values.
-                    self.read_all(&host, iter.span());
-                }
                 let element = if counting { Value::Unknown } else { self.element_of(&it, target) };
                 self.lower_loop(None, Some((target, element)), body, orelse, *span);
             }
@@ -941,10 +936,10 @@ impl<'a> Lowerer<'a> {
     fn split_result(&mut self, first: BufferId, names: &[Expr], span: Span) -> Vec<Value> {
         // Only a result made by this very statement; views (`unbind`, `split`) share memory.
         let just_made = match self.b.body().ops.last().map(|op| &op.kind) {
-            Some(OpKind::Produce { buffer, stream, .. }) if *buffer == first => Some(*stream),
+            Some(OpKind::Produce { buffer, stream, how }) if *buffer == first => Some((*stream, *how)),
             _ => None,
         };
-        let Some(stream) = just_made else {
+        let Some((stream, how)) = just_made else {
             return vec![Value::Tensors(vec![first]); names.len()];
         };
         let info = self.b.body().buffer(first).clone();
@@ -952,7 +947,10 @@ impl<'a> Lowerer<'a> {
         for (i, n) in names.iter().enumerate().skip(1) {
             let name = n.dotted().unwrap_or_else(|| format!("{}[{i}]", info.name));
             let buf = self.buffer_at(n.span(), "part", &name, info.memory, info.owner);
-            self.b.push(OpKind::Produce { buffer: buf, stream, how: Production::Compute }, span);
+            self.b.push(OpKind::Produce { buffer: buf, stream, how }, span);
+            if self.unplaced.contains(&first) {
+                self.unplaced.insert(buf);
+            }
             parts.push(Value::Tensors(vec![buf]));
         }
         parts
@@ -1224,7 +1222,9 @@ impl<'a> Lowerer<'a> {
             }
             return Value::Unknown;
         }
-        let inputs = self.tensor_buffers(&vals);
+        // Device inputs are read on the current stream; what such a callee does with host
+        // tensors (keep them, hand them on) is not known to read them.
+        let inputs: Vec<BufferId> = self.tensor_buffers(&vals).into_iter().filter(|b| !self.on_host(*b)).collect();
         if inputs.is_empty() {
             return Value::Unknown;
         }
@@ -1460,6 +1460,14 @@ impl<'a> Lowerer<'a> {
         keywords: &[Keyword],
         span: Span,
     ) -> Value {
+        if CONTAINER_METHODS.contains(&method) && !matches!(recv, Value::Stream(_) | Value::Event(_)) {
+            // `outputs.append(t)`, `queue.put(t)`: kept, not read.
+            let vals = self.eval_args(args, keywords);
+            for v in &vals {
+                self.escape(v, EscapeKind::Container, span);
+            }
+            return Value::Unknown;
+        }
         if let (Expr::Name { id, .. }, "set_") = (receiver, method) {
             // `t.set_(other_storage, ...)`: the name now views another tensor's memory.
             let vals = self.eval_args(args, keywords);
@@ -1509,14 +1517,6 @@ impl<'a> Lowerer<'a> {
             }
             _ => {
                 let vals = self.eval_args(args, keywords);
-                if ["append", "extend", "insert", "add", "put", "put_nowait", "appendleft", "setdefault", "update", "push"]
-                    .contains(&method)
-                {
-                    for v in &vals {
-                        self.escape(v, EscapeKind::Container, span);
-                    }
-                    return Value::Unknown;
-                }
                 if method == "pin_memory" {
                     let name = self.value_name("pinned");
                     return self.produce(span, &name, Memory::PinnedHost, Production::Host);
@@ -1703,6 +1703,8 @@ impl<'a> Lowerer<'a> {
                 self.env.insert(GRADIENTS.into(), Value::Tensors(vec![grads]));
                 Value::Unknown
             }
+            // A numpy array shares the tensor's memory: reading happens where it is used.
+            "numpy" => recv,
             m if HOST_READ_METHODS.contains(&m) => {
                 self.host_read(&recv, span);
                 Value::Unknown
@@ -1732,6 +1734,10 @@ fn staged_production(transfer: bool) -> Production {
         Production::Compute
     }
 }
+
+/// Methods that store their arguments in a container.
+const CONTAINER_METHODS: &[&str] =
+    &["append", "extend", "insert", "add", "put", "put_nowait", "appendleft", "setdefault", "update", "push"];
 
 /// Tensor methods that make a new tensor (not views, in-place ops, host reads or stream calls).
 fn makes_tensor(method: &str) -> bool {
