@@ -12,9 +12,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::access_set::AccessSet;
 use crate::ir::{Body, BufferId, EventId, OpId, OpKind, Owner, Production, StreamId};
 
-/// Whether an event has been recorded on the paths reaching a point.
+/// Whether an event has been recorded on the paths reaching a point (among the paths where it
+/// exists: an event created under a condition is only waited on under it).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Recorded {
+    /// Created and not recorded yet.
+    Never,
     /// On some paths but not all.
     Maybe,
     /// On every path.
@@ -244,25 +247,34 @@ impl State {
             OpKind::WaitEvent { event, stream } => {
                 self.last_waits.insert(stream, id);
                 match self.events.get(&event) {
-                    Some(e) => {
-                        let known = e.snapshot.clone();
-                        self.visible.entry(stream).or_default().union_with(&known);
-                    }
-                    // Waiting on an event never recorded orders nothing.
+                    // Waiting on an event never recorded orders nothing; nor is anything known
+                    // of what an event from elsewhere captured.
                     None => {
                         self.noop_waits.insert(stream, id);
+                    }
+                    Some(e) if e.recorded == Recorded::Never => {
+                        self.noop_waits.insert(stream, id);
+                    }
+                    Some(e) => {
+                        // Recorded on some paths only: on the others the wait does nothing.
+                        if e.recorded == Recorded::Maybe {
+                            self.noop_waits.insert(stream, id);
+                        }
+                        let known = e.snapshot.clone();
+                        self.visible.entry(stream).or_default().union_with(&known);
                     }
                 }
             }
             OpKind::NewEvent { event } => {
-                self.events.remove(&event);
+                let fresh = EventState { recorded: Recorded::Never, snapshot: AccessSet::new(), streams: BTreeSet::new() };
+                self.events.insert(event, fresh);
             }
             OpKind::SyncStream { stream } => {
                 let known = self.visible(stream).clone();
                 self.host.union_with(&known);
             }
             OpKind::SyncEvent { event } => {
-                if let Some(e) = self.events.get(&event) {
+                if let Some(e) = self.events.get(&event).filter(|e| e.recorded != Recorded::Never) {
                     let known = e.snapshot.clone();
                     self.host.union_with(&known);
                 }
@@ -310,22 +322,16 @@ impl State {
         for (id, theirs) in &other.events {
             match self.events.get_mut(id) {
                 Some(ours) => {
-                    if theirs.recorded == Recorded::Maybe {
+                    if theirs.recorded != ours.recorded {
                         ours.recorded = Recorded::Maybe;
                     }
                     meet(&mut ours.snapshot, &theirs.snapshot);
                     ours.streams.extend(theirs.streams.iter().copied());
                 }
+                // Not created on our path: nothing there can wait on it.
                 None => {
-                    let mut e = theirs.clone();
-                    e.recorded = Recorded::Maybe;
-                    self.events.insert(*id, e);
+                    self.events.insert(*id, theirs.clone());
                 }
-            }
-        }
-        for (id, ours) in self.events.iter_mut() {
-            if !other.events.contains_key(id) {
-                ours.recorded = Recorded::Maybe;
             }
         }
         for (id, theirs) in &other.buffers {

@@ -248,6 +248,7 @@ fn loop_with_wait_each_iteration_is_clean() {
 fn event_recorded_on_one_path_is_maybe_recorded() {
     let (mut b, main, _) = builder();
     let e = b.add_event(Event { name: "e".into(), expr: "e".into(), created: None });
+    b.push(OpKind::NewEvent { event: e }, Span::default());
     let entry = b.current();
     let then = b.new_block();
     let join = b.new_block();

@@ -17,10 +17,11 @@ impl Rule for WaitBeforeRecord {
         let e = cx.body.event(event);
         let Some(created) = e.created else { return };
         let what = match state.event(event).map(|e| e.recorded) {
-            None => "no `record` of it happens before this point",
+            Some(Recorded::Never) => "no `record` of it happens before this point",
             // In a loop, the first iteration waiting before the first record is the usual
             // "wait for the previous iteration" shape, not a bug.
             Some(Recorded::Maybe) if !cx.analysis.in_cycle(id) => "it is not recorded on every path that reaches this point",
+            // Not created on any path here (or an event from elsewhere): nothing to judge.
             _ => return,
         };
         let name = e.name.clone();
