@@ -1335,13 +1335,25 @@ impl<'a> Lowerer<'a> {
                     None => qualified.ends_with("_like") && !like_host,
                 };
                 let name = self.value_name("tensor");
+                // Placed on the device by an explicit `device=`, or like a tensor known to be there.
+                let explicit = Expr::keyword(keywords, "device").is_some()
+                    || vals.first().is_some_and(|v| {
+                        let b = v.local_tensors();
+                        !b.is_empty() && b.iter().all(|b| !self.unplaced.contains(b))
+                    });
                 if device {
                     let how = if call == ApiCall::TensorFromData {
                         Production::HostToDevice { non_blocking: is_true(Expr::keyword(keywords, "non_blocking")) }
-                    } else {
+                    } else if explicit {
                         Production::Allocate
+                    } else {
+                        Production::Compute
                     };
-                    self.produce(span, &name, Memory::Device, how)
+                    let v = self.produce(span, &name, Memory::Device, how);
+                    if !explicit {
+                        self.unplaced.extend(v.buffers());
+                    }
+                    v
                 } else {
                     let pinned = is_true(Expr::keyword(keywords, "pin_memory"));
                     let memory = if pinned { Memory::PinnedHost } else { Memory::PageableHost };
