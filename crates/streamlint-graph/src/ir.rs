@@ -124,6 +124,12 @@ pub enum Production {
     Compute,
     /// A factory asked for memory on the device (`torch.empty(.., device="cuda")`).
     Allocate,
+    /// Returned by a call the analysis does not see into: its work ran on the stream, but where
+    /// (and whether) it allocated is not known.
+    Call,
+    /// Returned by a submodule: computed on the stream, though parts of it (autograd's
+    /// backward, say) may come from other streams.
+    Module,
     /// A copy from host memory into a fresh device buffer.
     HostToDevice { non_blocking: bool },
     /// A copy from device memory into a fresh host buffer.

@@ -187,7 +187,16 @@ impl ApiModel {
     /// Split a qualified name into (device module, attribute) when its prefix is a device module.
     fn device_attr<'a>(&self, qualified: &'a str) -> Option<&'a str> {
         let (prefix, attr) = qualified.rsplit_once('.')?;
-        self.device_modules.contains(prefix).then_some(attr)
+        self.is_device_module(prefix).then_some(attr)
+    }
+
+    /// A device module: configured, or what any `get_device_module()` / `get_accelerator()`
+    /// helper returns.
+    pub fn is_device_module(&self, qualified: &str) -> bool {
+        self.device_modules.contains(qualified)
+            || ["get_device_module()", "get_accelerator()"]
+                .iter()
+                .any(|h| qualified == *h || qualified.ends_with(&format!(".{h}")))
     }
 
     /// Classify a call by the qualified name of its callee.

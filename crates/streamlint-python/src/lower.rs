@@ -47,6 +47,9 @@ enum Value {
     None,
     /// A string constant (`"cuda:0"`, `"cpu"`).
     Text(String),
+    /// A device module bound to a name (`dm = torch.get_device_module(dev)`), by its qualified
+    /// name.
+    Module(String),
     Unknown,
 }
 
@@ -119,7 +122,9 @@ impl Value {
             // `torch.cuda.Stream() if multi_stream else nullcontext()`: a side stream on one
             // path and no stream context on the other.
             (Value::Stream(s), Value::Unknown) | (Value::Unknown, Value::Stream(s)) if s.0 != 0 => Value::Stream(*s),
-            (Value::Tensors(_) | Value::Param(_), Value::Tensors(_) | Value::Param(_)) => {
+            (Value::Tensors(_) | Value::Param(_) | Value::Group(_), Value::Tensors(_) | Value::Param(_) | Value::Group(_))
+                if !self.buffers().is_empty() || !other.buffers().is_empty() =>
+            {
                 let mut all = self.buffers();
                 all.extend(other.buffers());
                 all.sort();
@@ -143,6 +148,18 @@ fn merge_env(a: &Env, b: &Env) -> Env {
         out.insert(k.clone(), merged);
     }
     out
+}
+
+/// What kind of callee an unseen call goes to.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Callee {
+    /// A submodule or callable object (`self.encoder(x)`, `model(x)`): a tensor computed on the
+    /// current stream.
+    Module,
+    /// A function of this module: work on the current stream, returning who knows what.
+    LocalFunction,
+    /// A function from elsewhere: nothing known but that it may keep its arguments.
+    Foreign,
 }
 
 /// Where a `.to(..)`/`.cuda()` sends a tensor.
@@ -192,6 +209,9 @@ pub struct Lowerer<'a> {
     entry_ops: Vec<(OpKind, Span)>,
     /// The name being assigned, to give a created stream a readable name.
     binding: Option<String>,
+    /// The value being assigned was just computed by the statement (so `a, b = op(..)` may
+    /// split it); loop and comprehension targets take existing values.
+    fresh_value: bool,
 }
 
 impl<'a> Lowerer<'a> {
@@ -238,6 +258,7 @@ impl<'a> Lowerer<'a> {
             unplaced: HashSet::new(),
             entry_ops: Vec::new(),
             binding: None,
+            fresh_value: false,
         };
         match def {
             Some(d) => {
@@ -278,15 +299,17 @@ impl<'a> Lowerer<'a> {
             } else if annotation.ends_with("Event") {
                 Value::Event(self.event_at(p.span, &p.name, false))
             } else {
-                // By convention, `host_*`, `*_cpu` and `pinned_*` values live in host memory.
+                // By convention `host_*`, `*_cpu` and `pinned_*` values live in host memory, so no
+                // stream work made them; their place is still not known for sure.
                 let lower = p.name.to_ascii_lowercase();
                 let host = ["host", "cpu", "pinned"].iter().any(|w| lower.contains(w));
-                let (memory, how) = if host { (Memory::PageableHost, Production::Host) } else { (Memory::Device, Production::Entry) };
-                let buf = self.buffer_at(p.span, "param", &p.name, memory, Owner::Caller);
+                let how = if host { Production::Host } else { Production::Entry };
+                let buf = self.buffer_at(p.span, "param", &p.name, Memory::Device, Owner::Caller);
                 if annotation.ends_with("Tensor") {
                     self.confirmed.insert(buf);
                 }
                 self.entry_ops.push((OpKind::Produce { buffer: buf, stream: self.b.ambient(), how }, p.span));
+                self.unplaced.insert(buf);
                 Value::Param(buf)
             };
             self.env.insert(p.name.clone(), value);
@@ -661,6 +684,7 @@ impl<'a> Lowerer<'a> {
                 let mut acquired = Vec::new();
                 for item in items {
                     let v = self.eval(&item.context);
+                    let v = self.stream_context_by_shape(v, &item.context);
                     match v {
                         Value::StreamContext(Some(s)) | Value::Stream(s) => self.current = s,
                         _ => {
@@ -752,6 +776,24 @@ impl<'a> Lowerer<'a> {
             }
             Stmt::Other => {}
         }
+    }
+
+    /// `with device_module.stream(s):` through a handle the model does not know: a `.stream(..)`
+    /// method given a stream is a stream context.
+    fn stream_context_by_shape(&mut self, value: Value, context: &Expr) -> Value {
+        if !matches!(value, Value::Unknown) {
+            return value;
+        }
+        let Expr::Call { func, args, .. } = context else { return value };
+        let (Expr::Attribute { attr, .. }, Some(arg)) = (func.as_ref(), args.first()) else { return value };
+        if attr != "stream" {
+            return value;
+        }
+        let stream = match arg.dotted().and_then(|d| self.env.get(&d).cloned()) {
+            Some(Value::Stream(s)) => Some(s),
+            _ => arg.dotted().filter(|d| d.to_ascii_lowercase().contains("stream")).map(|d| self.named_stream(&d)),
+        };
+        stream.map_or(value, |s| Value::StreamContext(Some(s)))
     }
 
     /// Streams handed to a context manager the analysis does not know
@@ -864,12 +906,22 @@ impl<'a> Lowerer<'a> {
                 return;
             }
         }
+        if let Some(module) = self.cx.device_module(value) {
+            for t in targets {
+                if let Expr::Name { id, .. } = t {
+                    self.env.insert(id.clone(), Value::Module(module.clone()));
+                }
+            }
+            return;
+        }
         self.binding = targets.first().and_then(Expr::dotted);
         let v = self.eval(value);
         self.binding = None;
+        self.fresh_value = true;
         for t in targets {
             self.assign(t, v.clone(), span);
         }
+        self.fresh_value = false;
     }
 
     fn assign(&mut self, target: &Expr, value: Value, span: Span) {
@@ -919,7 +971,7 @@ impl<'a> Lowerer<'a> {
             Expr::Collection { elts, .. } => {
                 let parts = match &value {
                     Value::Group(items) if items.len() == elts.len() => items.clone(),
-                    Value::Tensors(b) if b.len() == 1 => self.split_result(b[0], elts, span),
+                    Value::Tensors(b) if b.len() == 1 && self.fresh_value => self.split_result(b[0], elts, span),
                     other => vec![other.clone(); elts.len()],
                 };
                 for (e, v) in elts.iter().zip(parts) {
@@ -1154,11 +1206,16 @@ impl<'a> Lowerer<'a> {
     fn call(&mut self, func: &Expr, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
         // A call through a local name or attribute chain rooted at a local is a method call on a
         // value; otherwise the callee is resolved through the imports.
-        let root_is_local = root_name(func).is_some_and(|r| self.env.contains_key(r) || r == "self");
-        let api = if root_is_local && !matches!(func, Expr::Name { .. }) {
-            None
-        } else {
-            self.cx.imports.qualify(func).and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
+        let root = root_name(func);
+        let root_is_local = root.is_some_and(|r| self.env.contains_key(r) || r == "self");
+        let api = match root.and_then(|r| self.env.get(r)) {
+            // `dm.current_stream()` for `dm` bound to a device module.
+            Some(Value::Module(module)) => {
+                let rest = func.dotted().and_then(|d| d.split_once('.').map(|(_, rest)| rest.to_string()));
+                rest.map(|rest| format!("{module}.{rest}")).and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
+            }
+            _ if root_is_local && !matches!(func, Expr::Name { .. }) => None,
+            _ => self.cx.imports.qualify(func).and_then(|q| self.cx.api.classify(&q).map(|c| (c, q))),
         };
         if let Some((call, qualified)) = api {
             if !(matches!(func, Expr::Name { id, .. } if self.env.contains_key(id))) {
@@ -1195,7 +1252,7 @@ impl<'a> Lowerer<'a> {
                     };
                 }
                 let local = self.cx.local_functions.contains(id);
-                self.opaque_call(vals, span, !local)
+                self.opaque_call(vals, span, if local { Callee::LocalFunction } else { Callee::Foreign })
             }
             _ => {
                 self.eval(func);
@@ -1212,10 +1269,9 @@ impl<'a> Lowerer<'a> {
     }
 
     /// A call whose body is not known. A module or local helper reads its tensor arguments on
-    /// the current stream and makes a tensor; a callee from elsewhere (`may_keep_args`) may keep
-    /// what it is given.
-    fn opaque_call(&mut self, vals: Vec<Value>, span: Span, may_keep_args: bool) -> Value {
-        if may_keep_args {
+    /// the current stream and makes a tensor; a callee from elsewhere may keep what it is given.
+    fn opaque_call(&mut self, vals: Vec<Value>, span: Span, callee: Callee) -> Value {
+        if callee == Callee::Foreign {
             // Nothing says it runs device work, but it may keep what it is given.
             for v in &vals {
                 self.escape(v, EscapeKind::UnknownCallee, span);
@@ -1230,7 +1286,8 @@ impl<'a> Lowerer<'a> {
         }
         self.read_all(&inputs, span);
         let name = self.value_name("result");
-        self.produce(span, &name, Memory::Device, Production::Compute)
+        let how = if callee == Callee::Module { Production::Module } else { Production::Call };
+        self.produce(span, &name, Memory::Device, how)
     }
 
     /// `self.m(..)` for a method of this class: its effects on the object's attributes.
@@ -1567,7 +1624,7 @@ impl<'a> Lowerer<'a> {
         if positional > 0 {
             self.confirm(&vals[..1]);
         }
-        self.opaque_call(vals, span, false)
+        self.opaque_call(vals, span, Callee::Module)
     }
 
     fn stream_method(&mut self, s: StreamId, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {

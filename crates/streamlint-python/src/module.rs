@@ -20,6 +20,13 @@ pub struct ModuleContext<'a> {
 }
 
 impl ModuleContext<'_> {
+    /// The qualified name of a device module the expression denotes (`torch.cuda`,
+    /// `torch.get_device_module(dev)`, `get_accelerator()`), if it is one.
+    pub fn device_module(&self, expr: &Expr) -> Option<String> {
+        let q = self.imports.qualify(expr)?;
+        self.api.is_device_module(&q).then_some(q)
+    }
+
     /// Do these statements call `set_stream`?
     pub fn sets_stream(&self, stmts: &[Stmt]) -> bool {
         let mut found = false;
@@ -51,9 +58,21 @@ pub struct Role<'a> {
 
 /// Lower every function of a parsed module.
 pub fn lower_module(stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
+    let mut imports = Imports::collect(stmts);
+    // `device_module = torch.get_device_module()` at the top level reads like an import.
+    for s in stmts {
+        if let Stmt::Assign { targets, value, .. } = s {
+            let Some(q) = imports.qualify(value).filter(|q| api.is_device_module(q)) else { continue };
+            for t in targets {
+                if let Expr::Name { id, .. } = t {
+                    imports.bind(id, &q);
+                }
+            }
+        }
+    }
     let cx = ModuleContext {
         api,
-        imports: Imports::collect(stmts),
+        imports,
         local_functions: stmts
             .iter()
             .filter_map(|s| match s {

@@ -58,6 +58,11 @@ impl Imports {
         }
     }
 
+    /// Make `name` stand for `qualified`.
+    pub fn bind(&mut self, name: &str, qualified: &str) {
+        self.bound.insert(name.to_string(), qualified.to_string());
+    }
+
     /// The qualified name of an expression: `th.cuda.Stream` → `torch.cuda.Stream`, and calls in
     /// the chain keep their parentheses: `get_accelerator().Stream` →
     /// `deepspeed.accelerator.get_accelerator().Stream`.

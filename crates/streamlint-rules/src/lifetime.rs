@@ -1,7 +1,7 @@
 //! SL001 missing-record-stream: memory used on another stream goes back to the allocator while
 //! that stream's work may still be pending.
 
-use streamlint_graph::{BufferId, EscapeKind, Memory, Op, OpId, OpKind, Span, State, StreamId};
+use streamlint_graph::{BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, Span, State, StreamId};
 
 use crate::{is_side_stream_transfer, released_at_scope_end, Context, Finding, Label, Rule, Severity};
 
@@ -32,7 +32,9 @@ impl MissingRecordStream {
         let Some(b) = state.buffer(buffer) else { return };
         // Host memory under pending copies is SL007's; here only device memory.
         let device = cx.body.buffer(buffer).memory == Memory::Device;
-        if !device || b.escaped || is_side_stream_transfer(cx.body, b) || cx.wrong_record_reported(buffer) {
+        // What an unseen call returned may not even be a tensor allocated there.
+        let unknown_allocation = b.how == Production::Call;
+        if !device || unknown_allocation || b.escaped || is_side_stream_transfer(cx.body, b) || cx.wrong_record_reported(buffer) {
             return;
         }
         // Work on a stream without a name is SL005's.
@@ -88,6 +90,7 @@ impl MissingRecordStream {
         let ambient: StreamId = cx.body.ambient;
         // A value also kept by the object (or elsewhere) lives on after the caller is done.
         if b.alloc_stream == ambient
+            || b.how == Production::Call
             || b.escaped
             || b.recorded.contains(&ambient)
             || is_side_stream_transfer(cx.body, b)

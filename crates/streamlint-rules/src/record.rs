@@ -22,12 +22,12 @@ impl Rule for RecordStreamWrongStream {
                 format!("`record_stream` on `{name}`, a host tensor: only device memory from the caching allocator can be recorded, and a CPU tensor raises at run time"),
                 "remove the call; if a non-blocking copy reads this buffer, keep the buffer alive until an event recorded after the copy has completed".to_string(),
             )
-        } else if stream == alloc && b.how != Production::Entry && crosses_streams(cx.body, buffer, alloc) {
+        } else if stream == alloc && known_allocation(b.how) && crosses_streams(cx.body, buffer, alloc) {
             (
                 format!("`record_stream` of {} on `{name}` does nothing: `{name}` was allocated on that stream, and the allocator ignores uses on the allocation stream", cx.stream_name(stream)),
                 consumer_help(cx, buffer, alloc),
             )
-        } else if b.how != Production::Entry && !used_on(cx.body, buffer, stream) && knows_all_uses(cx.body, buffer, stream) {
+        } else if known_allocation(b.how) && !used_on(cx.body, buffer, stream) && knows_all_uses(cx.body, buffer, stream) {
             (
                 format!("`record_stream` of {} on `{name}`, which is never used on that stream", cx.stream_name(stream)),
                 consumer_help(cx, buffer, alloc),
@@ -44,6 +44,12 @@ impl Rule for RecordStreamWrongStream {
             help: Some(help),
         });
     }
+}
+
+/// Was the buffer allocated here, on a known stream (not received, not returned by an unseen
+/// call or a submodule)?
+fn known_allocation(how: Production) -> bool {
+    !matches!(how, Production::Entry | Production::Call | Production::Module)
 }
 
 /// Suggest recording the stream(s) that really use the buffer.
