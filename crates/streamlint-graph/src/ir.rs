@@ -127,8 +127,7 @@ pub enum Production {
     /// Returned by a call the analysis does not see into: its work ran on the stream, but where
     /// (and whether) it allocated is not known.
     Call,
-    /// Returned by a submodule: computed on the stream, though parts of it (autograd's
-    /// backward, say) may come from other streams.
+    /// Returned by a submodule: computed on the stream.
     Module,
     /// A copy from host memory into a fresh device buffer.
     HostToDevice { non_blocking: bool },

@@ -1257,7 +1257,7 @@ impl<'a> Lowerer<'a> {
             _ => {
                 self.eval(func);
                 let vals = self.eval_args(args, keywords);
-                self.module_call(vals, args.len(), span)
+                self.module_call(func.dotted(), vals, args.len(), span)
             }
         }
     }
@@ -1596,7 +1596,7 @@ impl<'a> Lowerer<'a> {
                 }
                 if matches!(receiver, Expr::Name { id, .. } if id == "self") {
                     // `self.encoder(x)`: a submodule.
-                    return self.module_call(vals, args.len(), span);
+                    return self.module_call(Some(method.to_string()), vals, args.len(), span);
                 }
                 if method.ends_with('_') && !method.starts_with('_') && TENSOR_METHODS.contains(&method) {
                     // `param._cpu_grad.copy_(g)`: an in-place tensor op on a tensor we do not
@@ -1607,7 +1607,7 @@ impl<'a> Lowerer<'a> {
                 }
                 if !self.tensor_buffers(&vals).is_empty() {
                     // `attn.norm_out(h)`: a method given tensors, most often a submodule.
-                    return self.module_call(vals, args.len(), span);
+                    return self.module_call(Some(method.to_string()), vals, args.len(), span);
                 }
                 // A method of some other object: it may keep its arguments.
                 for v in &vals {
@@ -1619,12 +1619,15 @@ impl<'a> Lowerer<'a> {
     }
 
     /// A call of a module or callable object (`self.encoder(x)`, `model(x)`): its first
-    /// positional argument is a tensor.
-    fn module_call(&mut self, vals: Vec<Value>, positional: usize, span: Span) -> Value {
+    /// positional argument is a tensor. A backward function's results come from the streams the
+    /// forward ops ran on, not from the current one.
+    fn module_call(&mut self, callee: Option<String>, vals: Vec<Value>, positional: usize, span: Span) -> Value {
         if positional > 0 {
             self.confirm(&vals[..1]);
         }
-        self.opaque_call(vals, span, Callee::Module)
+        let last = callee.as_deref().and_then(|c| c.rsplit('.').next()).unwrap_or("");
+        let kind = if last.contains("backward") || last == "grad" { Callee::LocalFunction } else { Callee::Module };
+        self.opaque_call(vals, span, kind)
     }
 
     fn stream_method(&mut self, s: StreamId, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {

@@ -47,9 +47,9 @@ impl Rule for RecordStreamWrongStream {
 }
 
 /// Was the buffer allocated here, on a known stream (not received, not returned by an unseen
-/// call or a submodule)?
+/// call)?
 fn known_allocation(how: Production) -> bool {
-    !matches!(how, Production::Entry | Production::Call | Production::Module)
+    !matches!(how, Production::Entry | Production::Call)
 }
 
 /// Suggest recording the stream(s) that really use the buffer.
