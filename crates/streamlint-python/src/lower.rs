@@ -695,6 +695,7 @@ impl<'a> Lowerer<'a> {
                         }
                     }
                 }
+                acquired.retain(|(s, _)| *s != saved);
                 for &(s, span) in &acquired {
                     self.b.push(OpKind::WaitStream { waiter: s, waitee: saved }, span);
                 }
@@ -801,7 +802,11 @@ impl<'a> Lowerer<'a> {
     /// the stream with the caller's; the analysis takes them to wait for the current stream on
     /// entry and to make the current stream wait for them on exit.
     fn acquired_streams(&mut self, context: &Expr) -> Vec<(StreamId, Span)> {
-        let Expr::Call { args, keywords, span, .. } = context else { return Vec::new() };
+        let Expr::Call { func, args, keywords, span } = context else { return Vec::new() };
+        if self.cx.imports.qualify(func).is_some_and(|q| q.ends_with("cuda.graph")) {
+            // Graph capture synchronizes the device before it starts.
+            self.b.push(OpKind::SyncDevice, *span);
+        }
         let mut out = Vec::new();
         for a in args.iter().chain(keywords.iter().map(|k| &k.value)) {
             if let Some(Value::Stream(s)) = a.dotted().and_then(|d| self.env.get(&d).cloned()) {
