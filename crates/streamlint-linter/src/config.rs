@@ -262,6 +262,35 @@ mod tests {
     }
 
     #[test]
+    fn every_api_key_reaches_the_model() {
+        use streamlint_python::api::ApiCall;
+        let dir = scratch("api-keys");
+        let text = "[api]\nstream-factories = [\"lib.new_stream\"]\nstream-contexts = [\"lib.use_stream\"]\n\
+                    current-stream = [\"lib.cur\"]\nrecord-stream-wrappers = [\"lib.keep\"]\n\
+                    wait-stream-wrappers = [\"lib.order\"]\nsynchronize-functions = [\"lib.barrier\"]\n\
+                    device-modules = [\"lib.dev\"]\n";
+        std::fs::write(dir.join("streamlint.toml"), text).unwrap();
+        let config = Config::discover(&dir).unwrap().unwrap();
+        let mut api = ApiModel::default();
+        config.extend_api(&mut api);
+        let expected = [
+            ("lib.new_stream", ApiCall::StreamFactory),
+            ("lib.use_stream", ApiCall::StreamContext),
+            ("lib.cur", ApiCall::CurrentStream),
+            ("lib.keep", ApiCall::RecordStreamWrapper),
+            ("lib.order", ApiCall::WaitStreamWrapper),
+            ("lib.barrier", ApiCall::SynchronizeWrapper),
+            ("lib.dev.current_stream", ApiCall::CurrentStream),
+        ];
+        for (name, call) in expected {
+            assert_eq!(api.classify(name), Some(call), "{name}");
+        }
+        let mut words = api.configured_names();
+        words.sort();
+        assert_eq!(words, ["barrier", "cur", "dev", "keep", "new_stream", "order", "use_stream"]);
+    }
+
+    #[test]
     fn globs_match_names_and_subtrees() {
         let set = glob_set(&["tests".to_string(), "gen_*.py".to_string()]).unwrap();
         assert!(set.is_match("tests/a.py") && set.is_match("pkg/tests/a.py") && set.is_match("pkg/gen_x.py"));
