@@ -112,8 +112,19 @@ pub struct FileReport {
 }
 
 /// Words without which a file cannot hold code any rule looks at: such files are never parsed.
-/// (`tream` covers `stream` and `Stream`; `Dataset`/`DataLoader` the worker rule.)
-const STREAM_WORDS: &[&str] = &["tream", "Event", "synchronize", "non_blocking", "Dataset", "DataLoader"];
+/// (`Dataset`/`DataLoader` are for the worker rule; streams are found by `mentions_streams`.)
+const STREAM_WORDS: &[&str] = &["Event", "synchronize", "non_blocking", "Dataset", "DataLoader"];
+
+/// Does the text use the word `stream`/`Stream` (or `streams`, `_stream`, `stream_`), not just
+/// `streamer` or `streaming`?
+fn mentions_streams(source: &[u8]) -> bool {
+    memchr::memmem::find_iter(source, b"tream").any(|i| {
+        let before = i.checked_sub(1).map(|j| source[j]);
+        let after = |k: usize| source.get(i + 5 + k).copied();
+        let letter = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphabetic());
+        matches!(before, Some(b's' | b'S')) && (!letter(after(0)) || (after(0) == Some(b's') && !letter(after(1))))
+    })
+}
 
 /// Stack for the worker threads: deeply nested code makes the parser and the lowering recurse.
 const WORKER_STACK: usize = 256 << 20;
@@ -122,7 +133,7 @@ const WORKER_STACK: usize = 256 << 20;
 /// names)?
 pub fn may_contain_stream_code(source: &[u8], extra_words: &[String]) -> bool {
     let found = |w: &str| memchr::memmem::find(source, w.as_bytes()).is_some();
-    STREAM_WORDS.iter().any(|w| found(w)) || extra_words.iter().any(|w| found(w))
+    mentions_streams(source) || STREAM_WORDS.iter().any(|w| found(w)) || extra_words.iter().any(|w| found(w))
 }
 
 /// Check one file's text.
@@ -202,4 +213,20 @@ pub fn check_files(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     };
     reports.sort_by(|a, b| a.path.cmp(&b.path));
     reports
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prefilter_knows_streams_from_streamers() {
+        for yes in ["torch.cuda.Stream()", "s.wait_stream(x)", "self.streams[0]", "copy_stream.x", "stream_ctx", "with stream:"] {
+            assert!(may_contain_stream_code(yes.as_bytes(), &[]), "{yes}");
+        }
+        for no in ["self.streamer.put(x)", "streaming=True", "upstreamer", "x = 1"] {
+            assert!(!may_contain_stream_code(no.as_bytes(), &[]), "{no}");
+        }
+        assert!(may_contain_stream_code(b"keep_alive(x, s)", &["keep_alive".to_string()]));
+    }
 }

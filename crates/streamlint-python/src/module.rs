@@ -83,7 +83,8 @@ pub fn lower_module(stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
     };
     let workers = Workers::find(&cx, stmts);
     let mut bodies = vec![Lowerer::lower(&cx, Role::default(), None, stmts)];
-    let top = Scope { cx: &cx, module: stmts, workers: &workers, class: None };
+    let constructions = constructions(stmts);
+    let top = Scope { cx: &cx, constructions: &constructions, workers: &workers, class: None };
     top.lower_defs(stmts, &mut bodies);
     bodies
 }
@@ -92,7 +93,7 @@ pub fn lower_module(stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
 #[derive(Clone, Copy)]
 struct Scope<'s> {
     cx: &'s ModuleContext<'s>,
-    module: &'s [Stmt],
+    constructions: &'s Constructions,
     workers: &'s Workers,
     /// The class body being walked, with its summary.
     class: Option<(&'s ClassDef, &'s ClassSummary)>,
@@ -180,18 +181,42 @@ impl Scope<'_> {
         let device_forbidden = (self.workers.classes.contains(&class.name)
             && matches!(f.name.as_str(), "__getitem__" | "__getitems__" | "__iter__" | "__next__" | "__init__"))
         .then(|| format!("`{}.{}`, which runs in DataLoader worker processes", class.name, f.name));
-        let attr_text = constructor_strings(class, self.module);
+        let attr_text = constructor_strings(class, self.constructions);
         Role { class: Some(summary), is_method: true, restores_stream, device_forbidden, attr_text }
     }
 }
 
+/// For each class name: the string literals each construction `Class(..)` in the module passes
+/// by keyword (`None` for a keyword given something else).
+type Constructions = HashMap<String, Vec<HashMap<String, Option<String>>>>;
+
+fn constructions(module: &[Stmt]) -> Constructions {
+    let mut out = Constructions::new();
+    visit_calls(module, true, &mut |call| {
+        let Expr::Call { func, keywords, .. } = call else { return };
+        let Expr::Name { id, .. } = func.as_ref() else { return };
+        if !id.starts_with(|c: char| c.is_ascii_uppercase()) {
+            return;
+        }
+        let given = keywords
+            .iter()
+            .filter_map(|k| k.name.clone().map(|n| (n, k.value.as_str().map(str::to_string))))
+            .collect();
+        out.entry(id.clone()).or_default().push(given);
+    });
+    out
+}
+
 /// `self.x = p` assignments of `__init__` whose parameter `p` every construction of the class in
 /// the module passes as the same string literal (`FeatureBank(.., device="cpu")`).
-fn constructor_strings(class: &ClassDef, module: &[Stmt]) -> Vec<(String, String)> {
-    let Some(init) = class.body.iter().find_map(|s| match s {
-        Stmt::Def(f) if f.name == "__init__" => Some(f),
-        _ => None,
-    }) else {
+fn constructor_strings(class: &ClassDef, constructions: &Constructions) -> Vec<(String, String)> {
+    let (Some(init), Some(calls)) = (
+        class.body.iter().find_map(|s| match s {
+            Stmt::Def(f) if f.name == "__init__" => Some(f),
+            _ => None,
+        }),
+        constructions.get(&class.name),
+    ) else {
         return Vec::new();
     };
     let params: HashSet<&str> = init.params.iter().map(|p| p.name.as_str()).collect();
@@ -202,22 +227,11 @@ fn constructor_strings(class: &ClassDef, module: &[Stmt]) -> Vec<(String, String
         if !params.contains(param.as_str()) {
             continue;
         }
-        // Every call `Class(..)` must pass `param="..."` with the same text.
-        let mut seen: Option<Option<String>> = None;
-        let mut consistent = true;
-        visit_calls(module, true, &mut |call| {
-            let Expr::Call { func, keywords, .. } = call else { return };
-            if func.dotted().as_deref() != Some(class.name.as_str()) {
-                return;
+        let texts: Vec<Option<&String>> = calls.iter().map(|c| c.get(param).and_then(Option::as_ref)).collect();
+        if let Some(Some(first)) = texts.first() {
+            if texts.iter().all(|t| *t == Some(*first)) {
+                out.push((attr, (*first).clone()));
             }
-            let text = Expr::keyword(keywords, param).and_then(Expr::as_str).map(str::to_string);
-            match &seen {
-                None => seen = Some(text),
-                Some(prev) => consistent &= *prev == text,
-            }
-        });
-        if let (true, Some(Some(text))) = (consistent, seen) {
-            out.push((attr, text));
         }
     }
     out
