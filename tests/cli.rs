@@ -2,16 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-use streamlint_tests::repo_root;
+use streamlint_tests::{repo_root, run};
 
-/// Run the CLI in-process; returns (exit code, stdout, stderr).
-fn run(args: &[&str]) -> (i32, String, String) {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv = std::iter::once("streamlint").chain(args.iter().copied());
-    let code = streamlint_cli::run(argv, &mut out, &mut err);
-    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
-}
 
 fn fixture(rel: &str) -> String {
     repo_root().join("fixtures/python").join(rel).to_string_lossy().into_owned()

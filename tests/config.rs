@@ -2,14 +2,8 @@
 
 use std::path::{Path, PathBuf};
 
-/// Run the CLI in-process; returns (exit code, stdout, stderr).
-fn run(args: &[&str]) -> (i32, String, String) {
-    let mut out = Vec::new();
-    let mut err = Vec::new();
-    let argv = std::iter::once("streamlint").chain(args.iter().copied());
-    let code = streamlint_cli::run(argv, &mut out, &mut err);
-    (code, String::from_utf8(out).unwrap(), String::from_utf8(err).unwrap())
-}
+use streamlint_tests::run;
+
 
 fn project(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("streamlint-config-e2e-{name}-{}", std::process::id()));

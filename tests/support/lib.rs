@@ -46,3 +46,13 @@ fn collect(dir: &Path, extension: &str, out: &mut Vec<PathBuf>) {
         }
     }
 }
+
+/// Run the command line in-process (without the program name); returns (exit code, stdout,
+/// stderr).
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("streamlint").chain(args.iter().copied());
+    let code = streamlint_cli::run(argv, &mut out, &mut err);
+    (code, String::from_utf8(out).expect("UTF-8 output"), String::from_utf8(err).expect("UTF-8 errors"))
+}
