@@ -10,10 +10,21 @@ use streamlint_tests::{expectations, fixture_files, repo_root};
 #[test]
 fn python_fixtures_match_their_expectations() {
     let files = fixture_files("python", "py");
-    assert!(files.len() >= 48, "expected the SL001-SL004 fixtures, found {}", files.len());
+    assert!(files.len() >= 108, "expected the SL001-SL009 fixtures, found {}", files.len());
+    check_fixtures(&files);
+}
+
+#[test]
+fn rust_fixtures_match_their_expectations() {
+    let files = fixture_files("rust", "rs");
+    assert!(files.len() >= 64, "expected the Rust fixtures, found {}", files.len());
+    check_fixtures(&files);
+}
+
+fn check_fixtures(files: &[std::path::PathBuf]) {
     let settings = Settings::default();
     let mut failures = Vec::new();
-    for path in &files {
+    for path in files {
         let source = std::fs::read_to_string(path).expect("fixture is readable UTF-8");
         let expected = expectations(&source);
         let index = LineIndex::new(&source);
@@ -34,11 +45,12 @@ fn python_fixtures_match_their_expectations() {
     assert!(failures.is_empty(), "{} fixture mismatches:\n{}", failures.len(), failures.join("\n"));
 }
 
-/// Every rule with a page has bad and good fixtures, and every bad file expects something.
+/// Every rule with a page has bad and good fixtures in each of its languages, and every bad file
+/// expects something.
 #[test]
 fn every_rule_has_bad_and_good_fixtures() {
-    for rule in streamlint_rules_codes() {
-        let dir = repo_root().join("fixtures/python").join(&rule);
+    for (rule, language, least) in rule_languages() {
+        let dir = repo_root().join("fixtures").join(&language).join(&rule);
         let names: Vec<String> = std::fs::read_dir(&dir)
             .unwrap_or_else(|_| panic!("{} has no fixture folder", rule))
             .flatten()
@@ -46,7 +58,7 @@ fn every_rule_has_bad_and_good_fixtures() {
             .collect();
         let bad = names.iter().filter(|n| n.starts_with("bad_")).count();
         let good = names.iter().filter(|n| n.starts_with("good_")).count();
-        assert!(bad >= 6 && good >= 6, "{rule}: {bad} bad and {good} good fixtures, want at least 6 each");
+        assert!(bad >= least && good >= least, "{language}/{rule}: {bad} bad and {good} good fixtures, want at least {least} each");
         for n in names.iter().filter(|n| n.starts_with("bad_")) {
             let source = std::fs::read_to_string(dir.join(n)).unwrap();
             assert!(
@@ -57,10 +69,19 @@ fn every_rule_has_bad_and_good_fixtures() {
     }
 }
 
-fn streamlint_rules_codes() -> Vec<String> {
-    std::fs::read_dir(repo_root().join("rules"))
-        .expect("rules/ exists")
-        .flatten()
-        .filter_map(|e| e.file_name().to_string_lossy().strip_suffix(".md").map(str::to_string))
-        .collect()
+/// (rule, language, fewest fixtures of each kind) from the front matter of every rule page.
+fn rule_languages() -> Vec<(String, String, usize)> {
+    let mut out = Vec::new();
+    for page in std::fs::read_dir(repo_root().join("rules")).expect("rules/ exists").flatten() {
+        let name = page.file_name().to_string_lossy().into_owned();
+        let Some(code) = name.strip_suffix(".md") else { continue };
+        let text = std::fs::read_to_string(page.path()).unwrap();
+        let languages = text.lines().find_map(|l| l.strip_prefix("languages:")).expect("front matter lists languages");
+        for language in languages.trim().trim_start_matches('[').trim_end_matches(']').split(',') {
+            let language = language.trim().to_string();
+            let least = if language == "python" { 6 } else { 4 };
+            out.push((code.to_string(), language, least));
+        }
+    }
+    out
 }

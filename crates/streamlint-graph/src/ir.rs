@@ -147,6 +147,8 @@ pub enum ReleaseCause {
     DataAssign,
     StorageResize,
     Drop,
+    /// Freed in stream order on this stream (`drop_async(&s)`, `cuMemFreeAsync`).
+    FreeOn(StreamId),
 }
 
 /// Where a value goes when it leaves the body's control.
@@ -170,6 +172,15 @@ pub enum OpKind {
     Read { buffer: BufferId, stream: StreamId },
     /// Device work on `stream` writes `buffer` in place.
     Write { buffer: BufferId, stream: StreamId },
+    /// Work enqueued on `stream` through a raw pointer to `buffer` (outside any tracking).
+    Raw { buffer: BufferId, stream: StreamId, write: bool },
+    /// A guard that orders raw work on `buffer` with `stream` is taken (the pointer is handed
+    /// out); the raw work must be enqueued while it is held.
+    GuardTaken { buffer: BufferId, stream: StreamId },
+    /// The guard is released (dropped, discarded).
+    GuardReleased { buffer: BufferId },
+    /// The last handle of a stream goes away (with consequences for automatic tracking).
+    EndStream { stream: StreamId },
     /// The host reads a host buffer.
     HostRead { buffer: BufferId },
     /// The host writes a host buffer.
@@ -223,7 +234,8 @@ pub struct Block {
 /// language. `{buffer}`, `{stream}`, `{waiter}`, `{waitee}` are replaced by expressions.
 #[derive(Clone, Debug)]
 pub struct Spelling {
-    pub record_stream: &'static str,
+    /// `None` where the language has no such call (the allocator is told nothing).
+    pub record_stream: Option<&'static str>,
     pub wait_stream: &'static str,
     pub line_comment: &'static str,
 }

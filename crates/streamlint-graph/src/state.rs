@@ -65,6 +65,10 @@ pub struct State {
     noop_waits: BTreeMap<StreamId, OpId>,
     /// The latest wait each stream performed.
     last_waits: BTreeMap<StreamId, OpId>,
+    /// Guards on buffers: (stream, where taken, where released if it was).
+    guards: BTreeMap<BufferId, (StreamId, OpId, Option<OpId>)>,
+    /// Streams whose last handle went away, and where.
+    ended: BTreeMap<StreamId, OpId>,
 }
 
 static EMPTY: AccessSet = AccessSet::new();
@@ -117,13 +121,27 @@ impl State {
     /// the allocation stream on the use (the reverse-wait discipline).
     pub fn uncovered_uses(&self, buffer: BufferId) -> Vec<(StreamId, OpId)> {
         let Some(b) = self.buffer(buffer) else { return Vec::new() };
+        self.uncovered_uses_on(buffer, b.alloc_stream)
+    }
+
+    /// The same, for memory freed in stream order on `free_stream`.
+    pub fn uncovered_uses_on(&self, buffer: BufferId, free_stream: StreamId) -> Vec<(StreamId, OpId)> {
+        let Some(b) = self.buffer(buffer) else { return Vec::new() };
         b.uses
             .iter()
             .copied()
-            .filter(|&(s, u)| {
-                s != b.alloc_stream && !b.recorded.contains(&s) && !self.ordered(b.alloc_stream, s, u)
-            })
+            .filter(|&(s, u)| s != free_stream && !b.recorded.contains(&s) && !self.ordered(free_stream, s, u))
             .collect()
+    }
+
+    /// The guard on `buffer`: (stream, where taken, where released if it was).
+    pub fn guard(&self, buffer: BufferId) -> Option<(StreamId, OpId, Option<OpId>)> {
+        self.guards.get(&buffer).copied()
+    }
+
+    /// Where the stream's last handle went away, if it did.
+    pub fn ended(&self, stream: StreamId) -> Option<OpId> {
+        self.ended.get(&stream).copied()
     }
 
     /// A wait on `stream` that ordered nothing, if one happened on the paths here.
@@ -206,7 +224,7 @@ impl State {
                     },
                 );
             }
-            OpKind::Read { buffer, stream } | OpKind::Write { buffer, stream } => {
+            OpKind::Read { buffer, stream } | OpKind::Write { buffer, stream } | OpKind::Raw { buffer, stream, .. } => {
                 if !self.buffers.contains_key(&buffer) {
                     return;
                 }
@@ -214,7 +232,7 @@ impl State {
                 let b = self.buffers.get_mut(&buffer).expect("checked above");
                 b.uses.retain(|(s, _)| *s != stream);
                 b.uses.insert((stream, id));
-                if matches!(body.op(id).kind, OpKind::Write { .. }) {
+                if matches!(body.op(id).kind, OpKind::Write { .. } | OpKind::Raw { write: true, .. }) {
                     b.writes = BTreeSet::from([(stream, id)]);
                     b.reads.clear();
                 } else {
@@ -223,6 +241,17 @@ impl State {
                 }
             }
             OpKind::HostRead { .. } | OpKind::HostWrite { .. } | OpKind::SetStream { .. } => {}
+            OpKind::GuardTaken { buffer, stream } => {
+                self.guards.insert(buffer, (stream, id, None));
+            }
+            OpKind::GuardReleased { buffer } => {
+                if let Some(g) = self.guards.get_mut(&buffer) {
+                    g.2 = Some(id);
+                }
+            }
+            OpKind::EndStream { stream } => {
+                self.ended.insert(stream, id);
+            }
             OpKind::RecordStream { buffer, stream } => {
                 if let Some(b) = self.buffers.get_mut(&buffer) {
                     b.recorded.insert(stream);
@@ -352,6 +381,12 @@ impl State {
         }
         self.performed.union_with(&other.performed);
         meet_map(&mut self.noop_waits, &other.noop_waits, |_, _| {});
+        meet_map(&mut self.guards, &other.guards, |a, b| {
+            if a.2.is_none() {
+                a.2 = b.2;
+            }
+        });
+        meet_map(&mut self.ended, &other.ended, |_, _| {});
         meet_map(&mut self.last_waits, &other.last_waits, |a, b| *a = (*a).max(*b));
     }
 }

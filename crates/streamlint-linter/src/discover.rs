@@ -12,8 +12,8 @@ pub struct Discovery {
     pub missing: Vec<PathBuf>,
 }
 
-fn is_python(path: &Path) -> bool {
-    matches!(path.extension().and_then(|e| e.to_str()), Some("py" | "pyi"))
+fn is_source(path: &Path) -> bool {
+    crate::Language::of(path).is_some()
 }
 
 fn is_virtualenv(dir: &Path) -> bool {
@@ -50,7 +50,7 @@ pub fn discover(paths: &[PathBuf], settings: &Settings) -> Discovery {
             })
             .build();
         for entry in walker.flatten() {
-            if entry.file_type().is_some_and(|t| t.is_file()) && is_python(entry.path()) {
+            if entry.file_type().is_some_and(|t| t.is_file()) && is_source(entry.path()) {
                 out.files.push(entry.into_path());
             }
         }

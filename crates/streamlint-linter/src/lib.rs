@@ -136,19 +136,57 @@ pub fn may_contain_stream_code(source: &[u8], extra_words: &[String]) -> bool {
     mentions_streams(source) || STREAM_WORDS.iter().any(|w| found(w)) || extra_words.iter().any(|w| found(w))
 }
 
+/// The languages streamlint reads, by file extension.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Language {
+    Python,
+    Rust,
+}
+
+impl Language {
+    pub fn of(path: &Path) -> Option<Language> {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some("py" | "pyi") => Some(Language::Python),
+            Some("rs") => Some(Language::Rust),
+            _ => None,
+        }
+    }
+
+    /// What starts a line comment.
+    fn comment(self) -> &'static str {
+        match self {
+            Language::Python => "#",
+            Language::Rust => "//",
+        }
+    }
+}
+
+/// Could the file hold code any rule looks at? Files that cannot are never parsed.
+fn worth_parsing(language: Language, source: &[u8], settings: &Settings) -> bool {
+    match language {
+        Language::Python => may_contain_stream_code(source, &settings.extra_words),
+        Language::Rust => streamlint_rust::may_contain_gpu_code(source),
+    }
+}
+
 /// Check one file's text.
 pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Finding> {
-    if !may_contain_stream_code(source.as_bytes(), &settings.extra_words) {
+    let language = Language::of(path).unwrap_or(Language::Python);
+    if !worth_parsing(language, source.as_bytes(), settings) {
         return Vec::new();
     }
     let name = path.to_string_lossy();
-    let bodies = match streamlint_python::lower_source(source, &name, &settings.api) {
+    let lowered = match language {
+        Language::Python => streamlint_python::lower_source(source, &name, &settings.api).map_err(|e| (e.offset, e.message)),
+        Language::Rust => streamlint_rust::lower_source(source).map_err(|e| (e.offset, e.message)),
+    };
+    let bodies = match lowered {
         Ok(bodies) => bodies,
-        Err(e) => {
+        Err((offset, message)) => {
             return settings
                 .selection
                 .enabled(PARSE_ERROR.code)
-                .then(|| parse_error(Span::new(e.offset, e.offset), format!("could not parse the file: {}", e.message)))
+                .then(|| parse_error(Span::new(offset, offset), format!("could not parse the file: {message}")))
                 .into_iter()
                 .collect();
         }
@@ -157,7 +195,7 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
     let mut findings: Vec<Finding> = bodies.iter().flat_map(|b| streamlint_rules::check_body(b, &enabled)).collect();
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
-    let mut findings = suppress::apply(source, findings, enabled(UNUSED_SUPPRESSION.code));
+    let mut findings = suppress::apply(source, language.comment(), findings, enabled(UNUSED_SUPPRESSION.code));
     findings.sort_by_key(|f| (f.span, f.code));
     findings
 }
@@ -173,7 +211,7 @@ pub fn check_file(path: &Path, settings: &Settings) -> FileReport {
         Ok(b) => b,
         Err(e) => return report(String::new(), error_finding(settings, format!("could not read the file: {e}"))),
     };
-    if !may_contain_stream_code(&bytes, &settings.extra_words) {
+    if !worth_parsing(Language::of(path).unwrap_or(Language::Python), &bytes, settings) {
         return report(String::new(), Vec::new());
     }
     match String::from_utf8(bytes) {

@@ -27,14 +27,14 @@ impl Directive {
     }
 }
 
-/// Find the suppression comments of a Python source (the text after a `#` on each line).
-fn directives(source: &str) -> Vec<Directive> {
+/// Find the suppression comments of a source (the text after the comment marker on each line).
+fn directives(source: &str, marker: &str) -> Vec<Directive> {
     let mut out = Vec::new();
     let mut offset = 0;
     for (i, line) in source.split_inclusive('\n').enumerate() {
         let row = i + 1;
-        if let Some(hash) = line.find('#') {
-            let comment = &line[hash + 1..];
+        if let Some(hash) = line.find(marker) {
+            let comment = &line[hash + marker.len()..];
             let span = Span::new((offset + hash) as u32, (offset + line.trim_end().len()) as u32);
             out.extend(parse_comment(comment, row, span));
         }
@@ -88,8 +88,8 @@ fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
 
 /// Drop suppressed findings; add one SL901 per directive that suppressed nothing (bare `# noqa`
 /// excepted: other tools use it too). `report_unused` is off when SL901 is not selected.
-pub fn apply(source: &str, findings: Vec<Finding>, report_unused: bool) -> Vec<Finding> {
-    let mut directives = directives(source);
+pub fn apply(source: &str, comment: &str, findings: Vec<Finding>, report_unused: bool) -> Vec<Finding> {
+    let mut directives = directives(source, comment);
     if directives.is_empty() {
         return findings;
     }
@@ -140,7 +140,7 @@ mod tests {
     fn line_suppressions() {
         let src = "a  # noqa: SL001\nb  # streamlint: ignore[SL003, SL001]\nc  # noqa\nd  # NOQA:SL002\n";
         let fs = vec![finding("SL001", src, 1), finding("SL001", src, 2), finding("SL004", src, 3), finding("SL003", src, 4)];
-        let kept = apply(src, fs, true);
+        let kept = apply(src, "#", fs, true);
         // Line 4 keeps its SL003 (the noqa names SL002), and that noqa and line 2's SL003 are unused.
         assert_eq!(codes(&kept), ["SL003", "SL901", "SL901"]);
         assert!(kept[1].message.contains("of SL003:") && kept[2].message.contains("of SL002:"), "{kept:?}");
@@ -150,19 +150,25 @@ mod tests {
     fn file_suppression_and_foreign_noqa() {
         let src = "# streamlint: file-ignore[SL002]\nx  # noqa: E501\ny\n";
         let fs = vec![finding("SL002", src, 3), finding("SL001", src, 2)];
-        assert_eq!(codes(&apply(src, fs, true)), ["SL001"]);
+        assert_eq!(codes(&apply(src, "#", fs, true)), ["SL001"]);
     }
 
     #[test]
     fn comments_with_wide_characters() {
         let src = "x = 1  # ── √k ─\ny  #√\n";
-        assert!(apply(src, vec![finding("SL001", src, 1)], true).len() == 1);
+        assert!(apply(src, "#", vec![finding("SL001", src, 1)], true).len() == 1);
+    }
+
+    #[test]
+    fn rust_comments() {
+        let src = "let x = 1; // streamlint: ignore[SL003]\n";
+        assert!(apply(src, "//", vec![finding("SL003", src, 1)], true).is_empty());
     }
 
     #[test]
     fn unused_reports_can_be_turned_off() {
         let src = "x  # noqa: SL001\n";
-        assert!(apply(src, Vec::new(), false).is_empty());
-        assert_eq!(codes(&apply(src, Vec::new(), true)), ["SL901"]);
+        assert!(apply(src, "#", Vec::new(), false).is_empty());
+        assert_eq!(codes(&apply(src, "#", Vec::new(), true)), ["SL901"]);
     }
 }

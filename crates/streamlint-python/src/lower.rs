@@ -15,7 +15,7 @@ use crate::summary::{AttrKind, ClassSummary};
 use crate::syntax::{Constant, Expr, FunctionDef, Keyword, Operator, Stmt};
 
 const SPELLING: Spelling = Spelling {
-    record_stream: "{buffer}.record_stream({stream})",
+    record_stream: Some("{buffer}.record_stream({stream})"),
     wait_stream: "{waiter}.wait_stream({waitee})",
     line_comment: "#",
 };
@@ -545,7 +545,10 @@ impl<'a> Lowerer<'a> {
         let Some(old) = self.env.get(name).cloned() else { return };
         for buffer in old.local_tensors() {
             let local = self.b.body().buffer(buffer).owner == Owner::Local;
-            if local && !keep.contains(&buffer) && !self.held_elsewhere(buffer, name) {
+            // Freed host memory waits in PyTorch's caching host allocator until the copies
+            // that use it finish: only device memory is released in stream order.
+            let device = !self.on_host(buffer);
+            if local && device && !keep.contains(&buffer) && !self.held_elsewhere(buffer, name) {
                 self.b.push(OpKind::Release { buffer, cause }, span);
             }
         }

@@ -93,6 +93,12 @@ pub const RULES: &[RuleInfo] = &[
         severity: Severity::Error,
         doc: include_str!("../../../rules/SL009.md"),
     },
+    RuleInfo {
+        code: "SL010",
+        name: "sync-guard-dropped-early",
+        severity: Severity::Error,
+        doc: include_str!("../../../rules/SL010.md"),
+    },
 ];
 
 /// Look a rule up by code (`SL001`) or name (`missing-record-stream`), including SL900.

@@ -16,7 +16,8 @@ impl Rule for UnsynchronizedHostAccess {
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
         let (buffer, write) = match op.kind {
             OpKind::HostRead { buffer } => (buffer, false),
-            OpKind::HostWrite { buffer } => (buffer, true),
+            // Freeing host memory a copy still uses is as bad as writing it.
+            OpKind::HostWrite { buffer } | OpKind::Release { buffer, .. } => (buffer, true),
             _ => return,
         };
         let Some(b) = state.buffer(buffer) else { return };
@@ -27,7 +28,7 @@ impl Rule for UnsynchronizedHostAccess {
             if memory != Memory::PinnedHost {
                 return;
             }
-            b.reads.iter().find(|(_, a)| !state.host_ordered(*a)).copied()
+            b.reads.iter().chain(&b.writes).find(|(_, a)| !state.host_ordered(*a)).copied()
         } else {
             b.writes.iter().find(|(_, a)| !state.host_ordered(*a)).copied()
         };

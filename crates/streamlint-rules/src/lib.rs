@@ -3,6 +3,7 @@
 
 mod catalog;
 mod events;
+mod guard;
 mod host;
 mod lifetime;
 mod line_index;
@@ -93,6 +94,11 @@ impl<'b> Context<'b> {
         self.reported.contains(&("SL002", Subject::Buffer(buffer)))
     }
 
+    /// A producer stream whose last handle went away: SL005 reports what that causes.
+    fn stream_ended(&self, state: &State, s: StreamId) -> bool {
+        state.ended(s).is_some()
+    }
+
     fn is_temporary(&self, s: StreamId) -> bool {
         self.body.stream(s).origin == StreamOrigin::Temporary
     }
@@ -113,9 +119,11 @@ impl<'b> Context<'b> {
         &self.body.buffer(b).name
     }
 
-    fn record_stream_fix(&self, b: BufferId, s: streamlint_graph::StreamId) -> String {
+    /// The call that tells the allocator about a use, where the language has one.
+    fn record_stream_fix(&self, b: BufferId, s: streamlint_graph::StreamId) -> Option<String> {
         let body = self.body;
-        body.spell(body.spelling.record_stream, &[("buffer", self.buffer_name(b)), ("stream", &body.stream(s).expr)])
+        let template = body.spelling.record_stream?;
+        Some(body.spell(template, &[("buffer", self.buffer_name(b)), ("stream", &body.stream(s).expr)]))
     }
 
     fn wait_stream_fix(&self, waiter: streamlint_graph::StreamId, waitee: streamlint_graph::StreamId) -> String {
@@ -139,6 +147,12 @@ fn is_side_stream_transfer(body: &Body, b: &BufferState) -> bool {
     matches!(b.how, Production::HostToDevice { .. }) && b.alloc_stream != body.ambient
 }
 
+/// SL004 also owns the lifetime of such a copy where the language tells the allocator about
+/// uses (`record_stream`); elsewhere its lifetime is SL001's.
+fn transfer_lifetime_is_sl004(body: &Body, b: &BufferState) -> bool {
+    is_side_stream_transfer(body, b) && body.spelling.record_stream.is_some()
+}
+
 /// The local buffers a scope end releases: allocated in the body, live, and never escaped.
 fn released_at_scope_end(body: &Body, state: &State) -> Vec<BufferId> {
     state
@@ -150,7 +164,7 @@ fn released_at_scope_end(body: &Body, state: &State) -> Vec<BufferId> {
 
 /// Run every enabled rule over one body.
 pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
-    let all: [&dyn Rule; 9] = [
+    let all: [&dyn Rule; 10] = [
         &lifetime::MissingRecordStream,
         &record::RecordStreamWrongStream,
         &ordering::MissingStreamWait,
@@ -160,6 +174,7 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
         &host::UnsynchronizedHostAccess,
         &set_stream::UnrestoredSetStream,
         &worker::CudaInDataloaderWorker,
+        &guard::SyncGuardDroppedEarly,
     ];
     let rules: Vec<&dyn Rule> = all.into_iter().filter(|r| enabled(r.code())).collect();
     if rules.is_empty() || (body.ops.is_empty() && body.streams.len() == 1) {

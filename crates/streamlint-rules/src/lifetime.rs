@@ -1,9 +1,9 @@
 //! SL001 missing-record-stream: memory used on another stream goes back to the allocator while
 //! that stream's work may still be pending.
 
-use streamlint_graph::{BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, Span, State, StreamId};
+use streamlint_graph::{BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, ReleaseCause, Span, State, StreamId};
 
-use crate::{is_side_stream_transfer, released_at_scope_end, Context, Finding, Label, Rule, Severity};
+use crate::{released_at_scope_end, transfer_lifetime_is_sl004, Context, Finding, Label, Rule, Severity};
 
 pub struct MissingRecordStream;
 
@@ -14,10 +14,16 @@ impl Rule for MissingRecordStream {
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
         match op.kind {
-            OpKind::Release { buffer, .. } => self.check_release(cx, state, buffer, op.span, None),
+            OpKind::Release { buffer, cause } => {
+                let free_stream = match cause {
+                    ReleaseCause::FreeOn(s) => Some(s),
+                    _ => None,
+                };
+                self.check_release(cx, state, buffer, op.span, None, free_stream)
+            }
             OpKind::ScopeEnd => {
                 for buffer in released_at_scope_end(cx.body, state) {
-                    self.check_release(cx, state, buffer, op.span, Some(op.span));
+                    self.check_release(cx, state, buffer, op.span, Some(op.span), None);
                 }
             }
             OpKind::Escape { buffer, kind: EscapeKind::Caller } => self.check_hand_off(cx, state, buffer, op.span),
@@ -28,23 +34,32 @@ impl Rule for MissingRecordStream {
 
 impl MissingRecordStream {
     /// A release (explicit, or at scope end when `scope_end` is the function's header).
-    fn check_release(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, span: Span, scope_end: Option<Span>) {
+    fn check_release(
+        &self,
+        cx: &mut Context<'_>,
+        state: &State,
+        buffer: BufferId,
+        span: Span,
+        scope_end: Option<Span>,
+        free_stream: Option<StreamId>,
+    ) {
         let Some(b) = state.buffer(buffer) else { return };
         // Host memory under pending copies is SL007's; here only device memory.
         let device = cx.body.buffer(buffer).memory == Memory::Device;
         // What an unseen call returned may not even be a tensor allocated there.
         let unknown_allocation = b.how == Production::Call;
-        if !device || unknown_allocation || b.escaped || is_side_stream_transfer(cx.body, b) || cx.wrong_record_reported(buffer) {
+        if !device || unknown_allocation || b.escaped || transfer_lifetime_is_sl004(cx.body, b) || cx.wrong_record_reported(buffer) {
             return;
         }
         // Work on a stream without a name is SL005's.
-        let uncovered: Vec<_> = state.uncovered_uses(buffer).into_iter().filter(|(s, _)| !cx.is_temporary(*s)).collect();
-        if cx.is_temporary(b.alloc_stream) {
+        let alloc = free_stream.unwrap_or(b.alloc_stream);
+        let uncovered: Vec<_> =
+            state.uncovered_uses_on(buffer, alloc).into_iter().filter(|(s, _)| !cx.is_temporary(*s)).collect();
+        if cx.is_temporary(alloc) {
             return;
         }
         let Some(&(user, last_use)) = uncovered.iter().max_by_key(|(_, u)| *u) else { return };
         let name = cx.buffer_name(buffer).to_string();
-        let alloc = b.alloc_stream;
         let (primary, how) = match scope_end {
             Some(_) => (cx.span(last_use), format!("`{name}` is freed when the function returns")),
             None => (span, format!("`{name}` is freed here")),
@@ -71,13 +86,20 @@ impl MissingRecordStream {
             ),
             span: primary,
             labels,
-            help: Some(format!(
-                "call `{}` before the tensor is freed, or make {} wait for {} first (`{}`)",
-                cx.record_stream_fix(buffer, user),
-                cx.stream_name(alloc),
-                cx.stream_name(user),
-                cx.wait_stream_fix(alloc, user)
-            )),
+            help: Some(match cx.record_stream_fix(buffer, user) {
+                Some(record) => format!(
+                    "call `{record}` before the tensor is freed, or make {} wait for {} first (`{}`)",
+                    cx.stream_name(alloc),
+                    cx.stream_name(user),
+                    cx.wait_stream_fix(alloc, user)
+                ),
+                None => format!(
+                    "make {} wait for {} before the memory is freed (`{}`)",
+                    cx.stream_name(alloc),
+                    cx.stream_name(user),
+                    cx.wait_stream_fix(alloc, user)
+                ),
+            }),
         };
         cx.report_once(buffer, finding);
     }
@@ -90,10 +112,11 @@ impl MissingRecordStream {
         let ambient: StreamId = cx.body.ambient;
         // A value also kept by the object (or elsewhere) lives on after the caller is done.
         if b.alloc_stream == ambient
+            || cx.body.spelling.record_stream.is_none()
             || b.how == Production::Call
             || b.escaped
             || b.recorded.contains(&ambient)
-            || is_side_stream_transfer(cx.body, b)
+            || transfer_lifetime_is_sl004(cx.body, b)
             || cx.wrong_record_reported(buffer)
         {
             return;
@@ -115,7 +138,7 @@ impl MissingRecordStream {
             ),
             span,
             labels: vec![Label { span: cx.span(b.produced_at), message: format!("allocated on {}", cx.stream_name(alloc)) }],
-            help: Some(format!("call `{}` before returning it", cx.record_stream_fix(buffer, ambient))),
+            help: cx.record_stream_fix(buffer, ambient).map(|fix| format!("call `{fix}` before returning it")),
         };
         cx.report_once(buffer, finding);
     }

@@ -72,7 +72,11 @@ impl MissingStreamWait {
         if cx.is_temporary(consumer) {
             return;
         }
-        races.retain(|(s, _)| !cx.is_temporary(*s));
+        races.retain(|(s, _)| !cx.is_temporary(*s) && !cx.stream_ended(state, *s));
+        // Raw work after its guard was dropped early: SL010 reports that.
+        if matches!(state.guard(buffer), Some((_, _, Some(_)))) {
+            races.retain(|(_, a)| !matches!(cx.body.op(*a).kind, OpKind::Raw { .. }));
+        }
         let raw = races.iter().any(|r| b.writes.contains(r));
         let Some(&(producer, access)) = races.first() else { return };
         // A self-wait on the consumer is the root cause; it is reported where it stands.

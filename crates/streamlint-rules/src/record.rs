@@ -12,6 +12,9 @@ impl Rule for RecordStreamWrongStream {
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
+        if let OpKind::Raw { buffer, stream, .. } = op.kind {
+            return guard_on_other_stream(cx, buffer, stream, op, state);
+        }
         let OpKind::RecordStream { buffer, stream } = op.kind else { return };
         let Some(b) = state.buffer(buffer) else { return };
         let name = cx.buffer_name(buffer).to_string();
@@ -52,11 +55,30 @@ fn known_allocation(how: Production) -> bool {
     !matches!(how, Production::Entry | Production::Call)
 }
 
+/// Raw work on one stream through a pointer whose guard was taken for another: that stream
+/// never waited for the buffer's producers, and the guard records the wrong stream.
+fn guard_on_other_stream(cx: &mut Context<'_>, buffer: BufferId, stream: StreamId, op: &Op, state: &State) {
+    let Some((guarded, taken, None)) = state.guard(buffer) else { return };
+    if guarded == stream {
+        return;
+    }
+    let name = cx.buffer_name(buffer).to_string();
+    let (g, s) = (cx.stream_name(guarded).to_string(), cx.stream_name(stream).to_string());
+    cx.report_once(buffer, Finding {
+        code: "SL002",
+        severity: Severity::Error,
+        message: format!("the pointer to `{name}` is taken for {g}, but the raw work using it runs on {s}: {s} never waits for `{name}`'s producers and the use is recorded on the wrong stream"),
+        span: cx.span(taken),
+        labels: vec![Label { span: op.span, message: format!("raw work on {s} here") }],
+        help: Some(format!("take the pointer for the stream that runs the work (`{}`)", cx.body.stream(stream).expr)),
+    });
+}
+
 /// Suggest recording the stream(s) that really use the buffer.
 fn consumer_help(cx: &Context<'_>, buffer: BufferId, alloc: StreamId) -> String {
     let consumers: Vec<StreamId> = streams_using(cx.body, buffer).into_iter().filter(|s| *s != alloc).collect();
-    match consumers.first() {
-        Some(&c) => format!("record the stream that consumes it: `{}`", cx.record_stream_fix(buffer, c)),
+    match consumers.first().and_then(|&c| cx.record_stream_fix(buffer, c)) {
+        Some(fix) => format!("record the stream that consumes it: `{fix}`"),
         None => "record the stream that consumes the tensor, not the one that allocated it".to_string(),
     }
 }

@@ -13,6 +13,9 @@ impl Rule for TemporaryStream {
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
+        if let OpKind::EndStream { stream } = op.kind {
+            return self.check_end(cx, stream, op, state);
+        }
         let (buffer, consumer, write) = match op.kind {
             OpKind::Read { buffer, stream } => (buffer, stream, false),
             OpKind::Write { buffer, stream } => (buffer, stream, true),
@@ -69,6 +72,25 @@ impl Rule for TemporaryStream {
 }
 
 impl TemporaryStream {
+    /// The last owned stream goes away while its writes to buffers that live on are not ordered
+    /// with the default stream: automatic tracking stops, and later users are not ordered.
+    fn check_end(&self, cx: &mut Context<'_>, stream: StreamId, op: &Op, state: &State) {
+        let ambient = cx.body.ambient;
+        let pending = state.live_buffers().find_map(|(id, b)| {
+            b.writes.iter().find(|(s, w)| *s == stream && !state.ordered(ambient, *s, *w)).map(|(_, w)| (id, *w))
+        });
+        let Some((buffer, write)) = pending else { return };
+        let (s, name) = (cx.stream_name(stream).to_string(), cx.buffer_name(buffer).to_string());
+        cx.report_about(Subject::Stream(stream), Finding {
+            code: "SL005",
+            severity: Severity::Error,
+            message: format!("{s} goes away here while its write to `{name}` may be pending: with no owned stream left, automatic tracking stops and later users of `{name}` are not ordered after that write"),
+            span: op.span,
+            labels: vec![Label { span: cx.span(write), message: format!("written on {s} here") }],
+            help: Some(format!("keep {s} alive until the consumers are enqueued, or `{}` before it goes", cx.wait_stream_fix(ambient, stream))),
+        });
+    }
+
     fn report_temporary(&self, cx: &mut Context<'_>, stream: StreamId, op: &Op, why: String) {
         let Some(span) = cx.body.stream(stream).span else { return };
         cx.report_about(Subject::Stream(stream), Finding {

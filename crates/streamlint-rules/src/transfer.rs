@@ -4,7 +4,7 @@
 
 use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, State, StreamId};
 
-use crate::{is_side_stream_transfer, released_at_scope_end, Context, Finding, Label, Rule, Severity};
+use crate::{is_side_stream_transfer, released_at_scope_end, transfer_lifetime_is_sl004, Context, Finding, Label, Rule, Severity};
 
 pub struct TransferInSideStream;
 
@@ -51,6 +51,7 @@ impl TransferInSideStream {
         if !is_side_stream_transfer(cx.body, b)
             || cx.is_temporary(b.alloc_stream)
             || state.noop_wait(consumer).is_some()
+            || cx.stream_ended(state, b.alloc_stream)
             || state.unordered_writes(buffer, consumer).is_empty()
         {
             return false;
@@ -75,7 +76,7 @@ impl TransferInSideStream {
     /// unknown to the allocator.
     fn check_record(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, op: &Op, users: &[StreamId]) {
         let Some(b) = state.buffer(buffer) else { return };
-        if !is_side_stream_transfer(cx.body, b) || b.escaped {
+        if !transfer_lifetime_is_sl004(cx.body, b) || b.escaped {
             return;
         }
         let Some(&consumer) = users.iter().find(|s| **s != b.alloc_stream && !b.recorded.contains(s)) else { return };
@@ -99,10 +100,8 @@ fn records(cx: &Context<'_>, buffer: BufferId, stream: StreamId) -> bool {
 
 fn fix(cx: &Context<'_>, buffer: BufferId, side: StreamId, consumer: StreamId, recorded: bool) -> String {
     let wait = cx.wait_stream_fix(consumer, side);
-    let record = cx.record_stream_fix(buffer, consumer);
-    if recorded {
-        format!("after the side-stream block, call `{wait}` before using the tensor")
-    } else {
-        format!("after the side-stream block, call `{wait}` and `{record}` before using the tensor")
+    match cx.record_stream_fix(buffer, consumer) {
+        Some(record) if !recorded => format!("after the side-stream block, call `{wait}` and `{record}` before using the tensor"),
+        _ => format!("make the consumer wait for the copy before using it: `{wait}`"),
     }
 }

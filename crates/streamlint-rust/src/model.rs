@@ -1,0 +1,58 @@
+//! The cudarc and cust API model: which methods make streams, slices, events and host buffers,
+//! which enqueue work, and what types of annotations denote.
+
+/// What a type annotation says a value is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TypeKind {
+    Context,
+    Stream,
+    /// A device buffer cudarc tracks (`CudaSlice`, views).
+    TrackedSlice,
+    /// A device buffer nothing tracks (cust `DeviceBuffer`).
+    UntrackedBuffer,
+    PinnedHost,
+    Event,
+}
+
+/// Classify a type by the last segment of its path (through references, `Arc`, `Option`).
+pub fn type_kind(ty: &syn::Type) -> Option<TypeKind> {
+    match ty {
+        syn::Type::Reference(r) => type_kind(&r.elem),
+        syn::Type::Paren(p) => type_kind(&p.elem),
+        syn::Type::Path(p) => {
+            let last = p.path.segments.last()?;
+            let name = last.ident.to_string();
+            match name.as_str() {
+                "Arc" | "Rc" | "Box" | "Option" => match &last.arguments {
+                    syn::PathArguments::AngleBracketed(a) => a.args.iter().find_map(|g| match g {
+                        syn::GenericArgument::Type(t) => type_kind(t),
+                        _ => None,
+                    }),
+                    _ => None,
+                },
+                "CudaContext" | "Context" => Some(TypeKind::Context),
+                "CudaStream" | "Stream" => Some(TypeKind::Stream),
+                "CudaSlice" | "CudaView" | "CudaViewMut" => Some(TypeKind::TrackedSlice),
+                "DeviceBuffer" | "DeviceSlice" | "DeviceBox" => Some(TypeKind::UntrackedBuffer),
+                "PinnedHostSlice" | "LockedBuffer" => Some(TypeKind::PinnedHost),
+                "CudaEvent" | "Event" => Some(TypeKind::Event),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Methods that create an owned cudarc stream (counted for automatic tracking).
+pub const OWNED_STREAM_FACTORIES: &[&str] = &["new_stream", "new_stream_with_priority"];
+
+/// Methods that hand out a stream that does not count for tracking.
+pub const BORROWED_STREAMS: &[&str] = &["default_stream", "per_thread_stream", "wrap_borrowed_stream", "cuda_stream", "stream"];
+
+/// Words without which a file cannot hold code the Rust model looks at.
+const WORDS: &[&str] = &["cudarc", "cust", "CudaStream", "CudaSlice", "new_stream", "fork(", "cu_stream", "DeviceBuffer", "launch!"];
+
+/// Does `source` mention anything the Rust model acts on?
+pub fn may_contain_gpu_code(source: &[u8]) -> bool {
+    WORDS.iter().any(|w| source.windows(w.len()).any(|win| win == w.as_bytes()))
+}
