@@ -115,6 +115,9 @@ pub struct Event {
     pub expr: String,
     /// Where the body creates it; `None` for an event it receives (parameter, attribute).
     pub created: Option<Span>,
+    /// Bookkeeping of a runtime (cudarc's per-slice events), not an event the code names:
+    /// waiting on it before any record is normal, not a mistake.
+    pub internal: bool,
 }
 
 /// How a buffer was produced.

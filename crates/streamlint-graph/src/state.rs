@@ -276,6 +276,7 @@ impl State {
             OpKind::WaitEvent { event, stream } => {
                 self.last_waits.insert(stream, id);
                 match self.events.get(&event) {
+                    None if body.event(event).internal => {}
                     // Waiting on an event never recorded orders nothing; nor is anything known
                     // of what an event from elsewhere captured.
                     None => {

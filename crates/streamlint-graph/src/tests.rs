@@ -82,8 +82,8 @@ fn waits_are_transitive() {
 #[test]
 fn events_capture_the_recording_point() {
     let (mut b, main, side) = builder();
-    let early = b.add_event(Event { name: "early".into(), expr: "early".into(), created: None });
-    let late = b.add_event(Event { name: "late".into(), expr: "late".into(), created: None });
+    let early = b.add_event(Event { name: "early".into(), expr: "early".into(), created: None, internal: false });
+    let late = b.add_event(Event { name: "late".into(), expr: "late".into(), created: None, internal: false });
     let x = tensor(&mut b, "x");
     b.push(OpKind::RecordEvent { event: early, stream: main }, Span::default());
     produce(&mut b, x, main);
@@ -101,7 +101,7 @@ fn events_capture_the_recording_point() {
 fn event_recorded_on_the_wrong_stream_orders_nothing() {
     let (mut b, main, side) = builder();
     let third = b.add_stream(stream("third", StreamOrigin::Created));
-    let e = b.add_event(Event { name: "e".into(), expr: "e".into(), created: None });
+    let e = b.add_event(Event { name: "e".into(), expr: "e".into(), created: None, internal: false });
     let x = tensor(&mut b, "x");
     produce(&mut b, x, side);
     b.push(OpKind::RecordEvent { event: e, stream: third }, Span::default());
@@ -247,7 +247,7 @@ fn loop_with_wait_each_iteration_is_clean() {
 #[test]
 fn event_recorded_on_one_path_is_maybe_recorded() {
     let (mut b, main, _) = builder();
-    let e = b.add_event(Event { name: "e".into(), expr: "e".into(), created: None });
+    let e = b.add_event(Event { name: "e".into(), expr: "e".into(), created: None, internal: false });
     b.push(OpKind::NewEvent { event: e }, Span::default());
     let entry = b.current();
     let then = b.new_block();

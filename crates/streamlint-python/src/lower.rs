@@ -337,7 +337,7 @@ impl<'a> Lowerer<'a> {
 
     /// The event created at `span` (`created`), or received there (a parameter).
     fn event_at(&mut self, span: Span, name: &str, created: bool) -> EventId {
-        let event = Event { name: format!("`{name}`"), expr: name.to_string(), created: created.then_some(span) };
+        let event = Event { name: format!("`{name}`"), expr: name.to_string(), created: created.then_some(span), internal: false };
         EventId(self.site(span, "event", |b| b.add_event(event).0))
     }
 
@@ -354,7 +354,7 @@ impl<'a> Lowerer<'a> {
         if let Some(e) = self.attribute_events.get(dotted) {
             return *e;
         }
-        let id = self.b.add_event(Event { name: format!("`{dotted}`"), expr: dotted.to_string(), created: None });
+        let id = self.b.add_event(Event { name: format!("`{dotted}`"), expr: dotted.to_string(), created: None, internal: false });
         self.attribute_events.insert(dotted.to_string(), id);
         id
     }

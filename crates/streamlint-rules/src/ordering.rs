@@ -27,6 +27,7 @@ impl Rule for MissingStreamWait {
             }
             OpKind::Read { buffer, stream } => self.check_use(cx, state, buffer, stream, op, false),
             OpKind::Write { buffer, stream } => self.check_use(cx, state, buffer, stream, op, true),
+            OpKind::Raw { buffer, stream, write } => self.check_use(cx, state, buffer, stream, op, write),
             OpKind::Escape { buffer, kind: EscapeKind::Caller } => {
                 self.check_use(cx, state, buffer, cx.body.ambient, op, false)
             }
@@ -73,8 +74,9 @@ impl MissingStreamWait {
             return;
         }
         races.retain(|(s, _)| !cx.is_temporary(*s) && !cx.stream_ended(state, *s));
-        // Raw work after its guard was dropped early: SL010 reports that.
-        if matches!(state.guard(buffer), Some((_, _, Some(_)))) {
+        // Raw work through a guarded pointer: a guard dropped early (SL010) or taken for the
+        // wrong stream (SL002) is the root cause.
+        if state.guard(buffer).is_some() {
             races.retain(|(_, a)| !matches!(cx.body.op(*a).kind, OpKind::Raw { .. }));
         }
         let raw = races.iter().any(|r| b.writes.contains(r));

@@ -19,6 +19,7 @@ impl Rule for TemporaryStream {
         let (buffer, consumer, write) = match op.kind {
             OpKind::Read { buffer, stream } => (buffer, stream, false),
             OpKind::Write { buffer, stream } => (buffer, stream, true),
+            OpKind::Raw { buffer, stream, write } => (buffer, stream, write),
             OpKind::Escape { buffer, kind: EscapeKind::Caller } => (buffer, cx.body.ambient, false),
             _ => return,
         };

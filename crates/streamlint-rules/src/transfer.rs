@@ -15,7 +15,7 @@ impl Rule for TransferInSideStream {
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
         match op.kind {
-            OpKind::Read { buffer, stream } | OpKind::Write { buffer, stream } => {
+            OpKind::Read { buffer, stream } | OpKind::Write { buffer, stream } | OpKind::Raw { buffer, stream, .. } => {
                 self.check_wait(cx, state, buffer, stream, op, false);
             }
             OpKind::Escape { buffer, kind: EscapeKind::Caller } => {

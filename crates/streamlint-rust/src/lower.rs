@@ -132,7 +132,7 @@ impl Lowerer {
         let id = self.b.add_buffer(Buffer { name: name.to_string(), memory, owner });
         if tracked {
             let ev = |b: &mut BodyBuilder, what: &str| {
-                b.add_event(Event { name: format!("`{name}`'s {what} event"), expr: format!("{name}.{what}"), created: None })
+                b.add_event(Event { name: format!("`{name}`'s {what} event"), expr: format!("{name}.{what}"), created: None, internal: true })
             };
             let read = ev(&mut self.b, "read");
             let write = ev(&mut self.b, "write");
@@ -208,6 +208,7 @@ impl Lowerer {
         match expr {
             syn::Expr::Path(p) if p.path.segments.len() == 1 => Some(p.path.segments[0].ident.to_string()),
             syn::Expr::Reference(r) => Self::local_name(&r.expr),
+            syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => Self::local_name(&u.expr),
             syn::Expr::Paren(p) => Self::local_name(&p.expr),
             _ => None,
         }
@@ -307,17 +308,22 @@ impl Lowerer {
                     Value::Stream(self.named_stream(&name, StreamOrigin::Parameter))
                 }
                 Some(TypeKind::TrackedSlice) => {
-                    self.owned_elsewhere = true;
+                    // What the caller did with it is the caller's to order (its events capture it
+                    // under tracking); no stream work of this function made it.
                     let buffer = self.new_buffer(&name, Memory::Device, Owner::Caller, true);
                     let ambient = self.b.ambient();
-                    self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Entry }, sp);
+                    self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
+                    if let Some(&(read, write)) = self.slice_events.get(&buffer) {
+                        self.b.push(OpKind::RecordEvent { event: read, stream: ambient }, sp);
+                        self.b.push(OpKind::RecordEvent { event: write, stream: ambient }, sp);
+                    }
                     Value::Slice(buffer)
                 }
                 Some(TypeKind::UntrackedBuffer) => {
                     let buffer = self.new_buffer(&name, Memory::Device, Owner::Caller, false);
                     self.synchronous_free.insert(buffer);
                     let ambient = self.b.ambient();
-                    self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Entry }, sp);
+                    self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
                     Value::Slice(buffer)
                 }
                 Some(TypeKind::PinnedHost) => {
@@ -326,7 +332,7 @@ impl Lowerer {
                     self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
                     Value::Host(buffer)
                 }
-                Some(TypeKind::Event) => Value::Event(self.b.add_event(Event { name: format!("`{name}`"), expr: name.clone(), created: None })),
+                Some(TypeKind::Event) => Value::Event(self.b.add_event(Event { name: format!("`{name}`"), expr: name.clone(), created: None, internal: false })),
                 None => Value::Unknown,
             };
             self.bind(&name, value);
@@ -460,6 +466,7 @@ impl Lowerer {
                 None => Value::Unknown,
             },
             E::Reference(r) => self.expr(&r.expr),
+            E::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => self.expr(&u.expr),
             E::Paren(p) => self.expr(&p.expr),
             E::Group(g) => self.expr(&g.expr),
             E::Try(t) => self.expr(&t.expr),
@@ -654,7 +661,7 @@ impl Lowerer {
                 Value::Unknown
             }
             (_, "new_event") => {
-                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp) });
+                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp), internal: false });
                 self.b.push(OpKind::NewEvent { event: e }, sp);
                 Value::Event(e)
             }
@@ -881,7 +888,7 @@ impl Lowerer {
                 Value::Unknown
             }
             "record_event" => {
-                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: None });
+                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: None, internal: false });
                 self.b.push(OpKind::RecordEvent { event: e, stream: s }, sp);
                 Value::Event(e)
             }
@@ -908,7 +915,15 @@ impl Lowerer {
         let owner = path.len().checked_sub(2).map(|i| path[i].as_str()).unwrap_or("");
         match (owner, last) {
             (_, "drop") | ("mem", "forget") => {
-                for a in &c.args {
+                let dropped: Vec<&syn::Expr> = c
+                    .args
+                    .iter()
+                    .flat_map(|a| match a {
+                        syn::Expr::Tuple(t) => t.elems.iter().collect::<Vec<_>>(),
+                        other => vec![other],
+                    })
+                    .collect();
+                for a in dropped {
                     let v = self.expr(a);
                     self.drop_value(&v, sp);
                     if let Some(n) = Self::local_name(a) {
@@ -920,7 +935,7 @@ impl Lowerer {
             ("CudaContext", "new") => return Value::Context,
             ("Stream", "new") => return Value::Stream(self.new_stream("a new stream", StreamOrigin::Temporary, sp)),
             ("Event", "new") => {
-                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp) });
+                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp), internal: false });
                 self.b.push(OpKind::NewEvent { event: e }, sp);
                 return Value::Event(e);
             }
