@@ -150,6 +150,8 @@ pub enum ReleaseCause {
     DataAssign,
     StorageResize,
     Drop,
+    /// The owner went out of scope (a Rust drop at a closing brace): no line of its own.
+    ScopeDrop,
     /// Freed in stream order on this stream (`drop_async(&s)`, `cuMemFreeAsync`).
     FreeOn(StreamId),
 }
@@ -183,7 +185,7 @@ pub enum OpKind {
     /// The guard is released (dropped, discarded).
     GuardReleased { buffer: BufferId },
     /// The last handle of a stream goes away (with consequences for automatic tracking).
-    EndStream { stream: StreamId },
+    EndStream { stream: StreamId, at_scope_end: bool },
     /// The host reads a host buffer.
     HostRead { buffer: BufferId },
     /// The host writes a host buffer.

@@ -249,7 +249,7 @@ impl State {
                     g.2 = Some(id);
                 }
             }
-            OpKind::EndStream { stream } => {
+            OpKind::EndStream { stream, .. } => {
                 self.ended.insert(stream, id);
             }
             OpKind::RecordStream { buffer, stream } => {
@@ -339,13 +339,16 @@ impl State {
     pub fn meet(&mut self, other: &State) {
         let (mine, theirs_done) = (self.performed.clone(), &other.performed);
         let meet = |a: &mut AccessSet, b: &AccessSet| a.meet_ordered(&mine, b, theirs_done);
-        for (s, theirs) in &other.visible {
-            meet(self.visible.entry(*s).or_default(), theirs);
-        }
-        for (s, ours) in self.visible.iter_mut() {
-            if !other.visible.contains_key(s) {
-                meet(ours, &EMPTY);
-            }
+        // Work the host waited for precedes anything enqueued later, on every stream: a stream
+        // may know an access by a wait on one path and through a host sync on the other.
+        let streams: BTreeSet<StreamId> = self.visible.keys().chain(other.visible.keys()).copied().collect();
+        for s in streams {
+            let mut theirs = other.visible(s).clone();
+            theirs.union_with(&other.host);
+            let host = self.host.clone();
+            let ours = self.visible.entry(s).or_default();
+            ours.union_with(&host);
+            meet(ours, &theirs);
         }
         meet(&mut self.host, &other.host);
         meet(&mut self.handed_off, &other.handed_off);

@@ -318,3 +318,24 @@ fn ops_in_loops_are_known() {
     let a = Analysis::run(&body);
     assert!(a.in_cycle(inside) && !a.in_cycle(before));
 }
+
+#[test]
+fn a_host_sync_on_one_path_and_a_wait_on_the_other_both_order() {
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    let (synced, waited, join) = (b.new_block(), b.new_block(), b.new_block());
+    let entry = b.current();
+    b.edge(entry, synced);
+    b.edge(entry, waited);
+    b.switch_to(synced);
+    b.push(OpKind::SyncStream { stream: main }, Span::default());
+    b.edge(synced, join);
+    b.switch_to(waited);
+    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    b.edge(waited, join);
+    b.switch_to(join);
+    let r = read(&mut b, x, side);
+    let body = b.finish();
+    assert!(before(&body, r).unordered_writes(x, side).is_empty());
+}

@@ -103,6 +103,12 @@ impl<'b> Context<'b> {
         self.body.stream(s).origin == StreamOrigin::Temporary
     }
 
+    /// A stream the caller passed in: what this body returns made on it is the caller's to
+    /// order, as they hold the stream (the contract of `*_async(.., &stream)` constructors).
+    fn is_callers_stream(&self, s: StreamId) -> bool {
+        self.body.stream(s).origin == StreamOrigin::Parameter
+    }
+
     fn report(&mut self, finding: Finding) {
         self.findings.push(finding);
     }

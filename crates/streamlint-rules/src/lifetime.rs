@@ -15,15 +15,16 @@ impl Rule for MissingRecordStream {
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
         match op.kind {
             OpKind::Release { buffer, cause } => {
-                let free_stream = match cause {
-                    ReleaseCause::FreeOn(s) => Some(s),
-                    _ => None,
+                let (site, free_stream) = match cause {
+                    ReleaseCause::FreeOn(s) => (ReleaseSite::Here, Some(s)),
+                    ReleaseCause::ScopeDrop => (ReleaseSite::ScopeEnd(op.span), None),
+                    _ => (ReleaseSite::Here, None),
                 };
-                self.check_release(cx, state, buffer, op.span, None, free_stream)
+                self.check_release(cx, state, buffer, op.span, site, free_stream)
             }
             OpKind::ScopeEnd => {
                 for buffer in released_at_scope_end(cx.body, state) {
-                    self.check_release(cx, state, buffer, op.span, Some(op.span), None);
+                    self.check_release(cx, state, buffer, op.span, ReleaseSite::FunctionEnd(op.span), None);
                 }
             }
             OpKind::Escape { buffer, kind: EscapeKind::Caller } => self.check_hand_off(cx, state, buffer, op.span),
@@ -32,15 +33,27 @@ impl Rule for MissingRecordStream {
     }
 }
 
+/// Where a release happens, as the finding tells it.
+#[derive(Copy, Clone)]
+enum ReleaseSite {
+    /// A statement that frees (`del x`, `drop(x)`, `x.drop_async(&s)`).
+    Here,
+    /// The function returns (Python: the frame's references go away).
+    FunctionEnd(Span),
+    /// The owner goes out of scope at this closing brace (Rust).
+    ScopeEnd(Span),
+}
+
 impl MissingRecordStream {
-    /// A release (explicit, or at scope end when `scope_end` is the function's header).
+    /// A release: an explicit one is reported where it stands, an implicit one at the last
+    /// use it races with.
     fn check_release(
         &self,
         cx: &mut Context<'_>,
         state: &State,
         buffer: BufferId,
         span: Span,
-        scope_end: Option<Span>,
+        site: ReleaseSite,
         free_stream: Option<StreamId>,
     ) {
         let Some(b) = state.buffer(buffer) else { return };
@@ -60,9 +73,10 @@ impl MissingRecordStream {
         }
         let Some(&(user, last_use)) = uncovered.iter().max_by_key(|(_, u)| *u) else { return };
         let name = cx.buffer_name(buffer).to_string();
-        let (primary, how) = match scope_end {
-            Some(_) => (cx.span(last_use), format!("`{name}` is freed when the function returns")),
-            None => (span, format!("`{name}` is freed here")),
+        let (primary, how) = match site {
+            ReleaseSite::FunctionEnd(_) => (cx.span(last_use), format!("`{name}` is freed when the function returns")),
+            ReleaseSite::ScopeEnd(_) => (cx.span(last_use), format!("`{name}` is dropped at the end of its scope")),
+            ReleaseSite::Here => (span, format!("`{name}` is freed here")),
         };
         let mut labels = vec![Label {
             span: cx.span(b.produced_at),
@@ -73,8 +87,10 @@ impl MissingRecordStream {
                 labels.push(Label { span: cx.span(u), message: format!("used on {} here", cx.stream_name(s)) });
             }
         }
-        if let Some(end) = scope_end {
-            labels.push(Label { span: end, message: "freed at the end of this function".into() });
+        match site {
+            ReleaseSite::FunctionEnd(end) => labels.push(Label { span: end, message: "freed at the end of this function".into() }),
+            ReleaseSite::ScopeEnd(end) => labels.push(Label { span: end, message: "dropped here".into() }),
+            ReleaseSite::Here => {}
         }
         let finding = Finding {
             code: "SL001",

@@ -74,10 +74,16 @@ impl MissingStreamWait {
             return;
         }
         races.retain(|(s, _)| !cx.is_temporary(*s) && !cx.stream_ended(state, *s));
+        if matches!(op.kind, OpKind::Escape { .. }) {
+            races.retain(|(s, _)| !cx.is_callers_stream(*s));
+        }
         // Raw work through a guarded pointer: a guard dropped early (SL010) or taken for the
         // wrong stream (SL002) is the root cause.
-        if state.guard(buffer).is_some() {
+        if let Some((guarded_for, ..)) = state.guard(buffer) {
             races.retain(|(_, a)| !matches!(cx.body.op(*a).kind, OpKind::Raw { .. }));
+            if guarded_for != consumer && matches!(op.kind, OpKind::Raw { .. }) {
+                return;
+            }
         }
         let raw = races.iter().any(|r| b.writes.contains(r));
         let Some(&(producer, access)) = races.first() else { return };

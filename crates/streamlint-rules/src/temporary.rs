@@ -13,7 +13,7 @@ impl Rule for TemporaryStream {
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
-        if let OpKind::EndStream { stream } = op.kind {
+        if let OpKind::EndStream { stream, .. } = op.kind {
             return self.check_end(cx, stream, op, state);
         }
         let (buffer, consumer, write) = match op.kind {
@@ -82,12 +82,21 @@ impl TemporaryStream {
         });
         let Some((buffer, write)) = pending else { return };
         let (s, name) = (cx.stream_name(stream).to_string(), cx.buffer_name(buffer).to_string());
+        // A stream dropped at a closing brace is reported where it was made, the brace labelled.
+        let made = cx.body.stream(stream).span;
+        let (span, gone, mut labels) = match (&op.kind, made) {
+            (OpKind::EndStream { at_scope_end: true, .. }, Some(made)) => {
+                (made, "goes away at the end of its scope", vec![Label { span: op.span, message: format!("{s} is dropped here") }])
+            }
+            _ => (op.span, "goes away here", Vec::new()),
+        };
+        labels.push(Label { span: cx.span(write), message: format!("written on {s} here") });
         cx.report_about(Subject::Stream(stream), Finding {
             code: "SL005",
             severity: Severity::Error,
-            message: format!("{s} goes away here while its write to `{name}` may be pending: with no owned stream left, automatic tracking stops and later users of `{name}` are not ordered after that write"),
-            span: op.span,
-            labels: vec![Label { span: cx.span(write), message: format!("written on {s} here") }],
+            message: format!("{s} {gone} while its write to `{name}` may be pending: with no owned stream left, automatic tracking stops and later users of `{name}` are not ordered after that write"),
+            span,
+            labels,
             help: Some(format!("keep {s} alive until the consumers are enqueued, or `{}` before it goes", cx.wait_stream_fix(ambient, stream))),
         });
     }

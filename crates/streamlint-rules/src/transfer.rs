@@ -19,8 +19,10 @@ impl Rule for TransferInSideStream {
                 self.check_wait(cx, state, buffer, stream, op, false);
             }
             OpKind::Escape { buffer, kind: EscapeKind::Caller } => {
+                // The caller orders its uses after a copy on the stream it passed in.
+                let callers = state.buffer(buffer).is_some_and(|b| cx.is_callers_stream(b.alloc_stream));
                 let ambient = cx.body.ambient;
-                if !self.check_wait(cx, state, buffer, ambient, op, true) {
+                if callers || !self.check_wait(cx, state, buffer, ambient, op, true) {
                     self.check_record(cx, state, buffer, op, &[ambient]);
                 }
             }

@@ -6,7 +6,11 @@
 mod lower;
 mod model;
 
+use std::collections::HashMap;
+
+use lower::{FileContext, Summary};
 pub use model::may_contain_gpu_code;
+use model::{type_kind, TypeKind};
 use streamlint_graph::Body;
 use syn::spanned::Spanned;
 use syn::visit::Visit;
@@ -22,11 +26,7 @@ pub struct ParseError {
 pub fn lower_source(source: &str) -> Result<Vec<Body>, ParseError> {
     let parsed = syn::parse_file(source);
     let result = match parsed {
-        Ok(file) => {
-            let mut functions = Functions { bodies: Vec::new() };
-            functions.visit_file(&file);
-            Ok(functions.bodies)
-        }
+        Ok(file) => Ok(lower_file(&file)),
         Err(e) => Err(ParseError { offset: e.span().byte_range().start as u32, message: e.to_string() }),
     };
     // Span locations accumulate per thread: forget this file's before the next one.
@@ -34,25 +34,99 @@ pub fn lower_source(source: &str) -> Result<Vec<Body>, ParseError> {
     result
 }
 
-/// Every function body of the file, methods and nested functions included.
-struct Functions {
-    bodies: Vec<Body>,
+/// Lower the file's functions; when some free function has a summary worth applying, lower
+/// again with the summaries, so calls to it are seen through.
+fn lower_file(file: &syn::File) -> Vec<Body> {
+    let mut structs = StructFields::default();
+    structs.visit_file(file);
+    let mut first = Functions { structs: &structs.fields, summaries: HashMap::new(), bodies: Vec::new(), found: HashMap::new() };
+    first.visit_file(file);
+    let found: HashMap<String, Summary> = first.found.into_iter().filter(|(_, s)| !s.is_empty()).collect();
+    if found.is_empty() {
+        return first.bodies;
+    }
+    let mut second = Functions { structs: &structs.fields, summaries: found, bodies: Vec::new(), found: HashMap::new() };
+    second.visit_file(file);
+    second.bodies
 }
 
-impl<'ast> Visit<'ast> for Functions {
+/// The typed fields of every struct of the file, by struct name.
+#[derive(Default)]
+struct StructFields {
+    fields: HashMap<String, Vec<(String, TypeKind)>>,
+}
+
+impl<'ast> Visit<'ast> for StructFields {
+    fn visit_item_struct(&mut self, s: &'ast syn::ItemStruct) {
+        let typed = s
+            .fields
+            .iter()
+            .filter_map(|f| Some((f.ident.as_ref()?.to_string(), type_kind(&f.ty)?)))
+            .collect();
+        self.fields.insert(s.ident.to_string(), typed);
+    }
+}
+
+/// Every function body of the file, methods and nested functions included.
+struct Functions<'s> {
+    structs: &'s HashMap<String, Vec<(String, TypeKind)>>,
+    summaries: HashMap<String, Summary>,
+    bodies: Vec<Body>,
+    /// Summaries of the free functions lowered.
+    found: HashMap<String, Summary>,
+}
+
+impl Functions<'_> {
+    fn lower(&mut self, sig: &syn::Signature, block: &syn::Block, whole: proc_macro2::Span, file: &FileContext) {
+        let (body, summary) = lower::lower_fn(sig, block, whole, file);
+        if sig.receiver().is_none() {
+            self.found.insert(sig.ident.to_string(), summary);
+        }
+        self.bodies.push(body);
+    }
+
+    fn context(&mut self, fields: Vec<(String, TypeKind)>, tracking_disabled: bool) -> FileContext {
+        FileContext { fields, tracking_disabled, summaries: std::mem::take(&mut self.summaries) }
+    }
+}
+
+impl<'ast> Visit<'ast> for Functions<'_> {
     fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-        self.bodies.push(lower::lower_fn(&f.sig, &f.block, f.span()));
+        let file = self.context(Vec::new(), false);
+        self.lower(&f.sig, &f.block, f.span(), &file);
+        self.summaries = file.summaries;
         syn::visit::visit_item_fn(self, f);
     }
 
+    fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
+        let fields = match i.self_ty.as_ref() {
+            syn::Type::Path(p) => p.path.segments.last().and_then(|s| self.structs.get(&s.ident.to_string())).cloned(),
+            _ => None,
+        };
+        // Tracking is a property of the context: a method that turns it off, with none turning
+        // it back on, leaves it off for the others.
+        let calls = |name: &str| i.items.iter().any(|item| quote::quote!(#item).to_string().contains(name));
+        let disabled = calls("disable_event_tracking") && !calls("enable_event_tracking");
+        let file = self.context(fields.unwrap_or_default(), disabled);
+        for item in &i.items {
+            if let syn::ImplItem::Fn(f) = item {
+                self.lower(&f.sig, &f.block, f.span(), &file);
+            }
+        }
+        self.summaries = file.summaries;
+        syn::visit::visit_item_impl(self, i);
+    }
+
     fn visit_impl_item_fn(&mut self, f: &'ast syn::ImplItemFn) {
-        self.bodies.push(lower::lower_fn(&f.sig, &f.block, f.span()));
+        // Lowered with its `impl`; only nested functions remain.
         syn::visit::visit_impl_item_fn(self, f);
     }
 
     fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
         if let Some(block) = &f.default {
-            self.bodies.push(lower::lower_fn(&f.sig, block, f.span()));
+            let file = self.context(Vec::new(), false);
+            self.lower(&f.sig, block, f.span(), &file);
+            self.summaries = file.summaries;
         }
         syn::visit::visit_trait_item_fn(self, f);
     }

@@ -45,7 +45,35 @@ enum Value {
     Guard { buffer: BufferId, write: bool, stream: StreamId },
     /// `s.launch_builder(&f)` with the arguments pushed so far: (buffer, written).
     Builder { stream: StreamId, args: Vec<(BufferId, bool)> },
+    /// One of several events, by path (`let ev = if c { s.record_event(None)? } else { .. }`).
+    Events(Vec<EventId>),
     Unknown,
+}
+
+impl Value {
+    /// The events the value may be.
+    fn events(&self) -> Vec<EventId> {
+        match self {
+            Value::Event(e) => vec![*e],
+            Value::Events(v) => v.clone(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// The value after two paths meet.
+    fn merge(self, other: Value) -> Value {
+        match (self, other) {
+            (Value::Slice(a), Value::Slice(b)) if a == b => Value::Slice(a),
+            (Value::Stream(a), Value::Stream(b)) if a == b => Value::Stream(a),
+            (a, b) if !a.events().is_empty() && !b.events().is_empty() => {
+                let mut all = a.events();
+                all.extend(b.events());
+                Value::Events(all)
+            }
+            (Value::Unknown, v) | (v, Value::Unknown) => v,
+            _ => Value::Unknown,
+        }
+    }
 }
 
 struct Local {
@@ -55,7 +83,7 @@ struct Local {
     gone: bool,
 }
 
-struct Lowerer {
+struct Lowerer<'f> {
     b: BodyBuilder,
     scopes: Vec<Vec<Local>>,
     exit: BlockId,
@@ -64,6 +92,8 @@ struct Lowerer {
     tracking_enabled: bool,
     /// Owned streams created here and still alive.
     owned_alive: Vec<StreamId>,
+    /// Dropping everything at the function's end: only what outlives the call follows.
+    exiting: bool,
     /// The function works with streams or slices it was given: an owned stream is taken to be
     /// alive elsewhere.
     owned_elsewhere: bool,
@@ -74,10 +104,45 @@ struct Lowerer {
     /// cust buffers: their plain drop frees with `cuMemFree`, which waits for the device.
     synchronous_free: std::collections::HashSet<BufferId>,
     named_streams: HashMap<String, StreamId>,
+    summaries: &'f HashMap<String, Summary>,
+    /// Each parameter's value at entry, by position.
+    params: Vec<Value>,
 }
 
-/// Lower one function.
-pub fn lower_fn(sig: &syn::Signature, block: &syn::Block, whole: proc_macro2::Span) -> Body {
+/// What the rest of the file tells about a function before its body is read.
+#[derive(Default)]
+pub struct FileContext {
+    /// The typed fields of the `impl`'s struct, reachable as `self.field`.
+    pub fields: Vec<(String, TypeKind)>,
+    /// Another method of the same `impl` turns tracking off for good (typically the constructor
+    /// calls `disable_event_tracking`), so this one starts with it off.
+    pub tracking_disabled: bool,
+    /// Summaries of the file's free functions, by name.
+    pub summaries: HashMap<String, Summary>,
+}
+
+/// What a call to a free function of the same file does, as its body shows: reads and writes of
+/// its slice parameters on its stream parameters, and a slice it returns made on one of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// (slice parameter, stream parameter, written), by argument position.
+    pub accesses: Vec<(usize, usize, bool)>,
+    /// The stream parameter a returned slice was made on.
+    pub returns_on: Option<usize>,
+    /// The stream parameter a returned event was recorded on, after the accesses.
+    pub returns_event_on: Option<usize>,
+    /// (event parameter, stream parameter, recorded rather than waited on), in body order.
+    pub event_uses: Vec<(usize, usize, bool)>,
+}
+
+impl Summary {
+    pub fn is_empty(&self) -> bool {
+        self.accesses.is_empty() && self.returns_on.is_none() && self.returns_event_on.is_none() && self.event_uses.is_empty()
+    }
+}
+
+/// Lower one function, and summarize it for its callers.
+pub fn lower_fn(sig: &syn::Signature, block: &syn::Block, whole: proc_macro2::Span, file: &FileContext) -> (Body, Summary) {
     let ambient = Stream {
         display: "the default stream".into(),
         expr: "stream".into(),
@@ -91,24 +156,29 @@ pub fn lower_fn(sig: &syn::Signature, block: &syn::Block, whole: proc_macro2::Sp
         scopes: vec![Vec::new()],
         exit,
         loops: Vec::new(),
-        tracking_enabled: true,
+        tracking_enabled: !file.tracking_disabled,
         owned_alive: Vec::new(),
+        exiting: false,
         owned_elsewhere: false,
         slice_events: HashMap::new(),
         pinned_events: HashMap::new(),
         synchronous_free: std::collections::HashSet::new(),
         named_streams: HashMap::new(),
+        summaries: &file.summaries,
+        params: Vec::new(),
     };
     l.bind_params(sig);
+    l.bind_fields(sig, &file.fields);
     let v = l.block_value(block);
     l.hand_to_caller(&v, span_of(block.span()));
     l.drop_scope_all();
     let end = l.b.current();
     l.b.edge(end, exit);
-    l.b.finish()
+    let summary = l.summary(&v);
+    (l.b.finish(), summary)
 }
 
-impl Lowerer {
+impl Lowerer<'_> {
     // ----- entities and tracking -------------------------------------------------------------
 
     fn tracking_active(&self) -> bool {
@@ -179,6 +249,15 @@ impl Lowerer {
         self.tracked_record(buffer, stream, write, span);
     }
 
+    /// A host-to-device copy over a whole buffer: its contents are a new upload on `stream`.
+    fn upload_into(&mut self, buffer: BufferId, stream: StreamId, span: Span) {
+        self.tracked_wait(buffer, stream, true, span);
+        // Overwriting what earlier work may still read or write.
+        self.b.push(OpKind::Write { buffer, stream }, span);
+        self.b.push(OpKind::Produce { buffer, stream, how: Production::HostToDevice { non_blocking: true } }, span);
+        self.tracked_record(buffer, stream, true, span);
+    }
+
     fn produce(&mut self, name: &str, stream: StreamId, how: Production, records: bool, span: Span) -> BufferId {
         let tracked = self.tracking_enabled;
         let buffer = self.new_buffer(name, Memory::Device, Owner::Local, tracked);
@@ -210,6 +289,23 @@ impl Lowerer {
             syn::Expr::Reference(r) => Self::local_name(&r.expr),
             syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => Self::local_name(&u.expr),
             syn::Expr::Paren(p) => Self::local_name(&p.expr),
+            syn::Expr::Field(f) => Self::field_of_self(f),
+            _ => None,
+        }
+    }
+
+    /// The local a chain of `.arg(..)` calls extends (`b` in `b.arg(x).arg(y)`).
+    fn builder_local(receiver: &syn::Expr) -> Option<String> {
+        match receiver {
+            syn::Expr::MethodCall(m) if m.method == "arg" => Self::builder_local(&m.receiver),
+            other => Self::local_name(other),
+        }
+    }
+
+    /// `self.name` as the name its binding has (`"self.name"`).
+    fn field_of_self(f: &syn::ExprField) -> Option<String> {
+        match (f.base.as_ref(), &f.member) {
+            (syn::Expr::Path(p), syn::Member::Named(field)) if p.path.is_ident("self") => Some(format!("self.{field}")),
             _ => None,
         }
     }
@@ -221,7 +317,24 @@ impl Lowerer {
         }
     }
 
-    fn drop_value(&mut self, value: &Value, span: Span) {
+    /// The value leaves the scope (returned, the block's value): the locals holding its buffer
+    /// no longer drop it. Returns where they are.
+    fn move_out(&mut self, value: &Value) -> Vec<(usize, usize)> {
+        let (Value::Slice(b) | Value::Host(b)) = *value else { return Vec::new() };
+        let mut moved = Vec::new();
+        for (scope, locals) in self.scopes.iter_mut().enumerate() {
+            for (i, l) in locals.iter_mut().enumerate() {
+                if !l.gone && matches!(l.value, Value::Slice(x) | Value::Host(x) if x == b) {
+                    l.gone = true;
+                    moved.push((scope, i));
+                }
+            }
+        }
+        moved
+    }
+
+    /// Drop a value: explicitly (`drop(x)`, an overwrite) or, `implicit`, at the end of its scope.
+    fn drop_value(&mut self, value: &Value, span: Span, implicit: bool) {
         match *value {
             Value::Slice(buffer) | Value::Host(buffer) => {
                 if self.b.body().buffer(buffer).owner != Owner::Local {
@@ -242,13 +355,14 @@ impl Lowerer {
                 if self.synchronous_free.contains(&buffer) {
                     self.b.push(OpKind::SyncDevice, span);
                 }
-                self.b.push(OpKind::Release { buffer, cause: ReleaseCause::Drop }, span);
+                let cause = if implicit { ReleaseCause::ScopeDrop } else { ReleaseCause::Drop };
+                self.b.push(OpKind::Release { buffer, cause }, span);
             }
             Value::Stream(s) => {
                 if let Some(pos) = self.owned_alive.iter().position(|o| *o == s) {
                     self.owned_alive.remove(pos);
-                    if self.owned_alive.is_empty() && !self.owned_elsewhere && self.tracking_enabled {
-                        self.b.push(OpKind::EndStream { stream: s }, span);
+                    if self.owned_alive.is_empty() && !self.owned_elsewhere && self.tracking_enabled && (!self.exiting || self.caller_sees_buffers()) {
+                        self.b.push(OpKind::EndStream { stream: s, at_scope_end: implicit }, span);
                     }
                 }
             }
@@ -270,11 +384,31 @@ impl Lowerer {
         })
     }
 
+    /// Owned streams made by a statement and bound to no local are temporaries: they go away
+    /// at the end of the statement.
+    fn drop_temporary_streams(&mut self, before: usize, span: Span) {
+        let made: Vec<StreamId> = self.owned_alive.iter().skip(before).copied().collect();
+        for s in made {
+            let bound = self.scopes.iter().flatten().any(|l| !l.gone && matches!(l.value, Value::Stream(b) if b == s));
+            if !bound {
+                self.drop_value(&Value::Stream(s), span, true);
+            }
+        }
+    }
+
     fn pop_scope(&mut self, span: Span) {
         let scope = self.scopes.pop().unwrap_or_default();
         for local in scope.into_iter().rev().filter(|l| !l.gone) {
-            self.drop_value(&local.value, span);
+            self.drop_value(&local.value, span, true);
         }
+    }
+
+    /// Does a buffer of this body outlive it (the caller's, a field, one returned)? Then what
+    /// happens to tracking at the exit matters to later users.
+    fn caller_sees_buffers(&self) -> bool {
+        let body = self.b.body();
+        body.buffers.iter().any(|b| b.owner != Owner::Local)
+            || body.ops.iter().any(|op| matches!(op.kind, OpKind::Escape { kind: EscapeKind::Caller, .. }))
     }
 
     /// Drops of every live local, for leaving the function early (without popping the scopes).
@@ -282,13 +416,18 @@ impl Lowerer {
         let values: Vec<Value> = self.scopes.iter().rev().flat_map(|s| s.iter().rev()).filter(|l| !l.gone).map(|l| l.value.clone()).collect();
         let span = self.b.body().span;
         let end = Span::new(span.end.saturating_sub(1), span.end);
+        let was = std::mem::replace(&mut self.exiting, true);
         for v in values {
-            self.drop_value(&v, end);
+            self.drop_value(&v, end, true);
         }
+        self.exiting = was;
     }
 
     fn hand_to_caller(&mut self, value: &Value, span: Span) {
         if let Value::Slice(buffer) | Value::Host(buffer) = *value {
+            // The caller's uses of a tracked slice wait for its last write, as any use does.
+            let ambient = self.b.ambient();
+            self.tracked_wait(buffer, ambient, false, span);
             self.b.push(OpKind::Escape { buffer, kind: EscapeKind::Caller }, span);
         }
     }
@@ -297,46 +436,111 @@ impl Lowerer {
 
     fn bind_params(&mut self, sig: &syn::Signature) {
         for input in &sig.inputs {
-            let syn::FnArg::Typed(pt) = input else { continue };
-            let syn::Pat::Ident(id) = pt.pat.as_ref() else { continue };
+            let syn::FnArg::Typed(pt) = input else {
+                self.params.push(Value::Unknown);
+                continue;
+            };
+            let syn::Pat::Ident(id) = pt.pat.as_ref() else {
+                self.params.push(Value::Unknown);
+                continue;
+            };
             let name = id.ident.to_string();
-            let sp = span_of(pt.span());
             let value = match type_kind(&pt.ty) {
-                Some(TypeKind::Context) => Value::Context,
-                Some(TypeKind::Stream) => {
-                    self.owned_elsewhere = true;
-                    Value::Stream(self.named_stream(&name, StreamOrigin::Parameter))
-                }
-                Some(TypeKind::TrackedSlice) => {
-                    // What the caller did with it is the caller's to order (its events capture it
-                    // under tracking); no stream work of this function made it.
-                    let buffer = self.new_buffer(&name, Memory::Device, Owner::Caller, true);
-                    let ambient = self.b.ambient();
-                    self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
-                    if let Some(&(read, write)) = self.slice_events.get(&buffer) {
-                        self.b.push(OpKind::RecordEvent { event: read, stream: ambient }, sp);
-                        self.b.push(OpKind::RecordEvent { event: write, stream: ambient }, sp);
-                    }
-                    Value::Slice(buffer)
-                }
-                Some(TypeKind::UntrackedBuffer) => {
-                    let buffer = self.new_buffer(&name, Memory::Device, Owner::Caller, false);
-                    self.synchronous_free.insert(buffer);
-                    let ambient = self.b.ambient();
-                    self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
-                    Value::Slice(buffer)
-                }
-                Some(TypeKind::PinnedHost) => {
-                    let buffer = self.new_buffer(&name, Memory::PinnedHost, Owner::Caller, false);
-                    let ambient = self.b.ambient();
-                    self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
-                    Value::Host(buffer)
-                }
-                Some(TypeKind::Event) => Value::Event(self.b.add_event(Event { name: format!("`{name}`"), expr: name.clone(), created: None, internal: false })),
+                Some(kind) => self.entry_value(&name, kind, StreamOrigin::Parameter, Owner::Caller, span_of(pt.span())),
                 None => Value::Unknown,
             };
+            self.params.push(value.clone());
             self.bind(&name, value);
         }
+    }
+
+    /// A method's view of its struct's fields: `self.field`, alive before and after the call.
+    fn bind_fields(&mut self, sig: &syn::Signature, fields: &[(String, TypeKind)]) {
+        if sig.receiver().is_none() {
+            return;
+        }
+        let sp = span_of(sig.span());
+        for (field, kind) in fields {
+            let name = format!("self.{field}");
+            let value = self.entry_value(&name, *kind, StreamOrigin::Attribute, Owner::Attribute, sp);
+            self.bind(&name, value);
+        }
+    }
+
+    /// The value of something that exists when the function is entered: a parameter or a field.
+    fn entry_value(&mut self, name: &str, kind: TypeKind, origin: StreamOrigin, owner: Owner, sp: Span) -> Value {
+        match kind {
+            TypeKind::Context => Value::Context,
+            TypeKind::Stream => {
+                self.owned_elsewhere = true;
+                Value::Stream(self.named_stream(name, origin))
+            }
+            TypeKind::TrackedSlice => {
+                // What was done with it before is the caller's to order (its events capture it
+                // under tracking); no stream work of this function made it.
+                let buffer = self.new_buffer(name, Memory::Device, owner, true);
+                let ambient = self.b.ambient();
+                self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
+                if let Some(&(read, write)) = self.slice_events.get(&buffer) {
+                    self.b.push(OpKind::RecordEvent { event: read, stream: ambient }, sp);
+                    self.b.push(OpKind::RecordEvent { event: write, stream: ambient }, sp);
+                }
+                Value::Slice(buffer)
+            }
+            TypeKind::UntrackedBuffer => {
+                let buffer = self.new_buffer(name, Memory::Device, owner, false);
+                self.synchronous_free.insert(buffer);
+                let ambient = self.b.ambient();
+                self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
+                Value::Slice(buffer)
+            }
+            TypeKind::PinnedHost => {
+                let buffer = self.new_buffer(name, Memory::PinnedHost, owner, false);
+                let ambient = self.b.ambient();
+                self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
+                Value::Host(buffer)
+            }
+            TypeKind::Event => Value::Event(self.b.add_event(Event { name: format!("`{name}`"), expr: name.to_string(), created: None, internal: false })),
+        }
+    }
+
+    /// What callers need to know of this body: see [`Summary`].
+    fn summary(&self, returned: &Value) -> Summary {
+        let slice_param = |b: BufferId| self.params.iter().position(|p| matches!(p, Value::Slice(x) if *x == b));
+        let stream_param = |s: StreamId| self.params.iter().position(|p| matches!(p, Value::Stream(x) if *x == s));
+        let event_param = |e: EventId| self.params.iter().position(|p| matches!(p, Value::Event(x) if *x == e));
+        let mut accesses = Vec::new();
+        let mut event_uses = Vec::new();
+        for op in &self.b.body().ops {
+            if let OpKind::WaitEvent { event, stream } | OpKind::RecordEvent { event, stream } = op.kind {
+                if let (Some(e), Some(s)) = (event_param(event), stream_param(stream)) {
+                    event_uses.push((e, s, matches!(op.kind, OpKind::RecordEvent { .. })));
+                }
+            }
+            let (buffer, stream, write) = match op.kind {
+                OpKind::Read { buffer, stream } => (buffer, stream, false),
+                OpKind::Write { buffer, stream } | OpKind::Produce { buffer, stream, .. } => (buffer, stream, true),
+                OpKind::Raw { buffer, stream, write } => (buffer, stream, write),
+                _ => continue,
+            };
+            if let (Some(b), Some(s)) = (slice_param(buffer), stream_param(stream)) {
+                if !accesses.contains(&(b, s, write)) {
+                    accesses.push((b, s, write));
+                }
+            }
+        }
+        let returns_on = match *returned {
+            Value::Slice(b) if self.b.body().buffer(b).owner == Owner::Local => self.alloc_stream(b).and_then(stream_param),
+            _ => None,
+        };
+        let returns_event_on = match *returned {
+            Value::Event(e) => self.b.body().ops.iter().rev().find_map(|op| match op.kind {
+                OpKind::RecordEvent { event, stream } if event == e => stream_param(stream),
+                _ => None,
+            }),
+            _ => None,
+        };
+        Summary { accesses, returns_on, returns_event_on, event_uses }
     }
 
     // ----- statements -------------------------------------------------------------------------
@@ -347,29 +551,46 @@ impl Lowerer {
         let mut value = Value::Unknown;
         for (i, stmt) in block.stmts.iter().enumerate() {
             let last = i + 1 == block.stmts.len();
+            let streams_before = self.owned_alive.len();
             match stmt {
                 syn::Stmt::Local(local) => self.local(local),
                 syn::Stmt::Expr(e, semi) => {
                     let v = self.expr(e);
                     if last && semi.is_none() {
+                        // The tail value (`x`, `Ok(x)`) moves its locals out of the block.
+                        self.move_out(&v);
                         value = v;
-                        // A tail local is moved out of the block.
-                        if let Some(name) = Self::local_name(e) {
-                            self.mark_gone(&name);
-                        }
                     }
                 }
                 syn::Stmt::Macro(m) => self.macro_call(&m.mac),
                 syn::Stmt::Item(_) => {}
             }
+            self.drop_temporary_streams(streams_before, span_of(stmt.span()));
         }
         let end = block.brace_token.span.close();
+        // The function's own block: its end is the function's exit.
+        let exiting = self.exiting || self.scopes.len() == 2;
+        let was = std::mem::replace(&mut self.exiting, exiting);
         self.pop_scope(span_of(end));
+        self.exiting = was;
         value
     }
 
     fn local(&mut self, local: &syn::Local) {
         let sp = span_of(local.span());
+        // `let (a, b) = (x, y);` binds element by element.
+        if let (syn::Pat::Tuple(pats), Some(syn::Expr::Tuple(exprs))) = (&local.pat, local.init.as_ref().map(|i| i.expr.as_ref())) {
+            if pats.elems.len() == exprs.elems.len() {
+                for (pat, expr) in pats.elems.iter().zip(&exprs.elems) {
+                    let value = self.expr(expr);
+                    if let (false, Some(src)) = (matches!(expr, syn::Expr::Reference(_)), Self::local_name(expr)) {
+                        self.mark_gone(&src);
+                    }
+                    self.bind_pattern(pat, value, sp);
+                }
+                return;
+            }
+        }
         let init = local.init.as_ref().map(|i| (self.expr(&i.expr), Self::local_name(&i.expr)));
         if let Some((_, Some(src))) = &init {
             // `let y = x;` moves `x`.
@@ -402,6 +623,9 @@ impl Lowerer {
                             sm.origin = StreamOrigin::Created;
                             sm.display = format!("`{name}`");
                             sm.expr = name.clone();
+                        } else if stream.origin == StreamOrigin::Ambient && stream.expr == "stream" {
+                            // `let main = ctx.default_stream();`: fixes name it as the code does.
+                            self.b_stream_mut(s).expr = name.clone();
                         }
                         Value::Stream(s)
                     }
@@ -477,6 +701,9 @@ impl Lowerer {
             E::MethodCall(m) => self.method_call(m, sp),
             E::Call(c) => self.call(c, sp),
             E::Field(f) => {
+                if let Some(name) = Self::field_of_self(f) {
+                    return self.lookup(&name).map(|l| l.value.clone()).unwrap_or(Value::Unknown);
+                }
                 let base = self.expr(&f.base);
                 match (base, &f.member) {
                     // `x.device_ptr(&s).0`: the guard is a temporary, dropped at the end of the
@@ -488,11 +715,30 @@ impl Lowerer {
                     _ => Value::Unknown,
                 }
             }
+            E::Index(i) => {
+                // `h[0]`: the host reads a host buffer.
+                if let Value::Host(h) = self.expr(&i.expr) {
+                    self.b.push(OpKind::HostRead { buffer: h }, sp);
+                }
+                self.expr(&i.index);
+                Value::Unknown
+            }
+            E::Assign(a) if matches!(a.left.as_ref(), syn::Expr::Index(_)) => {
+                // `h[i] = v`: the host writes it.
+                self.expr(&a.right);
+                if let syn::Expr::Index(i) = a.left.as_ref() {
+                    if let Value::Host(h) = self.expr(&i.expr) {
+                        self.b.push(OpKind::HostWrite { buffer: h }, sp);
+                    }
+                    self.expr(&i.index);
+                }
+                Value::Unknown
+            }
             E::Assign(a) => {
                 let v = self.expr(&a.right);
                 if let Some(name) = Self::local_name(&a.left) {
                     if let Some(old) = self.lookup(&name).map(|l| l.value.clone()) {
-                        self.drop_value(&old, sp);
+                        self.drop_value(&old, sp, false);
                     }
                     if let Some(l) = self.lookup_mut(&name) {
                         l.value = v;
@@ -506,36 +752,39 @@ impl Lowerer {
                 let then = self.b.new_block();
                 self.b.edge(from, then);
                 self.b.switch_to(then);
-                self.block_value(&i.then_branch);
+                let then_value = self.block_value(&i.then_branch);
                 let then_end = self.b.current();
                 let other = self.b.new_block();
                 self.b.edge(from, other);
                 self.b.switch_to(other);
-                if let Some((_, else_branch)) = &i.else_branch {
-                    self.expr(else_branch);
-                }
+                let else_value = match &i.else_branch {
+                    Some((_, else_branch)) => self.expr(else_branch),
+                    None => Value::Unknown,
+                };
                 let join = self.b.new_block();
                 let other_end = self.b.current();
                 self.b.edge(then_end, join);
                 self.b.edge(other_end, join);
                 self.b.switch_to(join);
-                Value::Unknown
+                then_value.merge(else_value)
             }
             E::Match(m) => {
                 self.expr(&m.expr);
                 let from = self.b.current();
                 let join = self.b.new_block();
+                let mut value = Value::Unknown;
                 for arm in &m.arms {
                     let start = self.b.new_block();
                     self.b.edge(from, start);
                     self.b.switch_to(start);
-                    self.expr(&arm.body);
+                    let v = self.expr(&arm.body);
+                    value = value.merge(v);
                     let end = self.b.current();
                     self.b.edge(end, join);
                 }
                 self.b.edge(from, join);
                 self.b.switch_to(join);
-                Value::Unknown
+                value
             }
             E::While(w) => {
                 self.loop_of(Some(&w.cond), &w.body);
@@ -551,14 +800,17 @@ impl Lowerer {
                 Value::Unknown
             }
             E::Return(r) => {
+                let mut moved = Vec::new();
                 if let Some(v) = &r.expr {
                     let value = self.expr(v);
-                    if let Some(name) = Self::local_name(v) {
-                        self.mark_gone(&name);
-                    }
                     self.hand_to_caller(&value, sp);
+                    moved = self.move_out(&value);
                 }
                 self.drop_scope_all();
+                // Only this path returned them: the code after the `if` still owns them.
+                for (scope, i) in moved {
+                    self.scopes[scope][i].gone = false;
+                }
                 let from = self.b.current();
                 self.b.edge(from, self.exit);
                 let dead = self.b.new_block();
@@ -652,6 +904,13 @@ impl Lowerer {
             (Value::Context | Value::Unknown, f) if BORROWED_STREAMS.contains(&f) && m.args.is_empty() => {
                 Value::Stream(self.named_stream("the per-thread stream", StreamOrigin::Unknown))
             }
+            (Value::Context | Value::Unknown, "alloc_pinned" | "alloc_pinned_with_flags") => {
+                let tracked = self.tracking_enabled;
+                let h = self.new_buffer("the pinned buffer", Memory::PinnedHost, Owner::Local, tracked);
+                let ambient = self.b.ambient();
+                self.b.push(OpKind::Produce { buffer: h, stream: ambient, how: Production::Host }, sp);
+                Value::Host(h)
+            }
             (_, "disable_event_tracking") => {
                 self.tracking_enabled = false;
                 Value::Unknown
@@ -665,6 +924,7 @@ impl Lowerer {
                 self.b.push(OpKind::NewEvent { event: e }, sp);
                 Value::Event(e)
             }
+            (Value::Slice(_) | Value::Host(_) | Value::Event(_) | Value::Stream(_), "take" | "unwrap" | "expect" | "as_ref" | "as_mut") => recv,
             (Value::Stream(s), "clone") => Value::Stream(*s),
             (Value::Stream(s), _) => self.stream_method(*s, &method, &m.args, sp),
             (Value::Event(e), "record") => {
@@ -718,18 +978,22 @@ impl Lowerer {
                     let kind = if to_device { OpKind::Read { buffer: h, stream: s } } else { OpKind::Write { buffer: h, stream: s } };
                     self.b.push(kind, sp);
                 }
-                let kind = if to_device { OpKind::Write { buffer: x, stream: s } } else { OpKind::Read { buffer: x, stream: s } };
-                self.b.push(kind, sp);
+                if to_device {
+                    self.upload_into(x, s, sp);
+                } else {
+                    self.b.push(OpKind::Read { buffer: x, stream: s }, sp);
+                }
                 Value::Unknown
             }
             (Value::Slice(x), "copy_from" | "copy_to") => {
-                // cust's synchronous copies wait for the device.
+                // cust's synchronous copies wait for the device, and are done when they return.
                 let x = *x;
                 let ambient = self.b.ambient();
                 self.buffer_arg(first);
                 self.b.push(OpKind::SyncDevice, sp);
                 let kind = if method == "copy_from" { OpKind::Write { buffer: x, stream: ambient } } else { OpKind::Read { buffer: x, stream: ambient } };
                 self.b.push(kind, sp);
+                self.b.push(OpKind::SyncDevice, sp);
                 Value::Unknown
             }
             (Value::Slice(x), "leak") => {
@@ -770,7 +1034,7 @@ impl Lowerer {
                     }
                 }
                 let v = Value::Builder { stream, args };
-                if let Some(n) = receiver_name {
+                if let Some(n) = Self::builder_local(&m.receiver) {
                     if let Some(l) = self.lookup_mut(&n) {
                         l.value = v.clone();
                     }
@@ -819,7 +1083,7 @@ impl Lowerer {
                     self.b.push(OpKind::Read { buffer: h, stream: s }, sp);
                 }
                 if let Some(d) = self.buffer_arg(args.iter().nth(1)) {
-                    self.safe_access(d, s, true, sp);
+                    self.upload_into(d, s, sp);
                 }
                 Value::Unknown
             }
@@ -882,8 +1146,8 @@ impl Lowerer {
                 Value::Unknown
             }
             "wait" | "wait_event" => {
-                if let Some(Value::Event(e)) = first.map(|a| self.expr(a)) {
-                    self.b.push(OpKind::WaitEvent { event: e, stream: s }, sp);
+                for event in first.map(|a| self.expr(a)).map(|v| v.events()).unwrap_or_default() {
+                    self.b.push(OpKind::WaitEvent { event, stream: s }, sp);
                 }
                 Value::Unknown
             }
@@ -925,7 +1189,7 @@ impl Lowerer {
                     .collect();
                 for a in dropped {
                     let v = self.expr(a);
-                    self.drop_value(&v, sp);
+                    self.drop_value(&v, sp, false);
                     if let Some(n) = Self::local_name(a) {
                         self.mark_gone(&n);
                     }
@@ -933,6 +1197,10 @@ impl Lowerer {
                 return Value::Unknown;
             }
             ("CudaContext", "new") => return Value::Context,
+            // Wrappers that hand their argument on.
+            (_, "Some" | "Ok") | ("Arc" | "Box" | "Rc", "new") => {
+                return c.args.first().map(|a| self.expr(a)).unwrap_or(Value::Unknown);
+            }
             ("Stream", "new") => return Value::Stream(self.new_stream("a new stream", StreamOrigin::Temporary, sp)),
             ("Event", "new") => {
                 let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp), internal: false });
@@ -964,16 +1232,18 @@ impl Lowerer {
             _ => {}
         }
         let vals: Vec<Value> = c.args.iter().map(|a| self.expr(a)).collect();
+        if let [name] = path.as_slice() {
+            if let Some(summary) = self.summaries.get(name) {
+                return self.apply_summary(&summary.clone(), &vals, sp);
+            }
+        }
         // Raw work: a call given a stream's raw handle runs on that stream, through the raw
         // pointers it is given.
         if let Some(stream) = vals.iter().find_map(|v| match v {
             Value::RawStream(s) => Some(*s),
             _ => None,
         }) {
-            for p in self.pointers_in(&c.args) {
-                self.b.push(OpKind::Raw { buffer: p.0, stream, write: p.1 }, sp);
-            }
-            return Value::Unknown;
+            return self.raw_call(last, stream, &c.args, sp);
         }
         // Slices passed by value move into the callee.
         for a in &c.args {
@@ -987,6 +1257,64 @@ impl Lowerer {
             }
         }
         Value::Unknown
+    }
+
+    /// A call to a summarized function of the file: its accesses are safe cudarc work on the
+    /// streams it is given, as if written here.
+    fn apply_summary(&mut self, summary: &Summary, args: &[Value], sp: Span) -> Value {
+        let stream_at = |i: usize| match args.get(i) {
+            Some(Value::Stream(s)) => Some(*s),
+            _ => None,
+        };
+        for &(slice, stream, write) in &summary.accesses {
+            if let (Some(Value::Slice(b)), Some(s)) = (args.get(slice), stream_at(stream)) {
+                self.safe_access(*b, s, write, sp);
+            }
+        }
+        for &(event, stream, record) in &summary.event_uses {
+            let (Some(v), Some(s)) = (args.get(event), stream_at(stream)) else { continue };
+            for event in v.events() {
+                let kind = if record { OpKind::RecordEvent { event, stream: s } } else { OpKind::WaitEvent { event, stream: s } };
+                self.b.push(kind, sp);
+            }
+        }
+        if let Some(s) = summary.returns_event_on.and_then(stream_at) {
+            let event = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp), internal: false });
+            self.b.push(OpKind::NewEvent { event }, sp);
+            self.b.push(OpKind::RecordEvent { event, stream: s }, sp);
+            return Value::Event(event);
+        }
+        match summary.returns_on.and_then(stream_at) {
+            Some(s) => Value::Slice(self.produce("the result", s, Production::Call, true, sp)),
+            None => Value::Unknown,
+        }
+    }
+
+    /// A driver call given a stream's raw handle (`result::malloc_async(s.cu_stream(), n)`,
+    /// `result::launch_kernel(.., s.cu_stream(), &mut params)`): raw work on that stream.
+    fn raw_call(&mut self, function: &str, stream: StreamId, args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>, sp: Span) -> Value {
+        match function {
+            // Stream-ordered memory nothing tracks; a kernel given it may write it.
+            "malloc_async" | "mem_alloc_async" => {
+                let buffer = self.new_buffer("the raw allocation", Memory::Device, Owner::Local, false);
+                self.b.push(OpKind::Produce { buffer, stream, how: Production::Allocate }, sp);
+                Value::Ptr { buffer, write: true }
+            }
+            "free_async" | "mem_free_async" => {
+                for (buffer, _) in self.pointers_in(args) {
+                    self.b.push(OpKind::Release { buffer, cause: ReleaseCause::FreeOn(stream) }, sp);
+                }
+                Value::Unknown
+            }
+            _ => {
+                // A device-to-host copy only reads its device pointer.
+                let reads_only = function.contains("dtoh");
+                for (buffer, write) in self.pointers_in(args) {
+                    self.b.push(OpKind::Raw { buffer, stream, write: write && !reads_only }, sp);
+                }
+                Value::Unknown
+            }
+        }
     }
 
     /// Raw pointers named anywhere in the arguments: (buffer, written).
