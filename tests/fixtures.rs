@@ -85,3 +85,33 @@ fn rule_languages() -> Vec<(String, String, usize)> {
     }
     out
 }
+
+/// Every fix offered on a Rust fixture keeps the file parsing and removes the finding it is for.
+#[test]
+fn rust_fixes_remove_their_findings() {
+    let settings = Settings::default();
+    let mut fixed = 0;
+    let mut failures = Vec::new();
+    for path in fixture_files("rust", "rs") {
+        let source = std::fs::read_to_string(&path).expect("fixture is readable UTF-8");
+        for finding in check_source(&path, &source, &settings) {
+            let Some(fix) = &finding.fix else { continue };
+            let after = fix.apply(&source);
+            let rel = path.strip_prefix(repo_root()).unwrap_or(&path).display().to_string();
+            if reported_unparsable(&after) {
+                failures.push(format!("{rel}: the fixed file does not parse"));
+            }
+            if check_source(&path, &after, &settings).iter().any(|f| f.code == finding.code) {
+                failures.push(format!("{rel}: {} remains after `{}`", finding.code, fix.statement));
+            }
+            fixed += 1;
+        }
+    }
+    assert!(fixed >= 10, "expected fixes on the Rust bad fixtures, found {fixed}");
+    assert!(failures.is_empty(), "{} fix failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// A fixed file that fails to parse is reported by the linter as SL900.
+fn reported_unparsable(source: &str) -> bool {
+    check_source(std::path::Path::new("fixed.rs"), source, &Settings::default()).iter().any(|f| f.code == "SL900")
+}

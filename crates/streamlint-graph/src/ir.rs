@@ -243,6 +243,10 @@ pub struct Spelling {
     pub record_stream: Option<&'static str>,
     pub wait_stream: &'static str,
     pub line_comment: &'static str,
+    /// What turns a spelled call into a statement that can be inserted on a line of its own
+    /// (`;` in Rust). `None` where insertion needs more than a line (Python: the statement may
+    /// sit inside a stream context that changes what the current stream is).
+    pub statement_end: Option<&'static str>,
 }
 
 /// One analysed unit: a function or method, lowered to a CFG of stream operations.
@@ -262,6 +266,9 @@ pub struct Body {
     /// Why the body runs in a process that must not use the device (a data-loading worker),
     /// if it does.
     pub device_forbidden: Option<String>,
+    /// The caller consumes returned values on the ambient stream (PyTorch's current stream).
+    /// Not so where the language has no current stream (cudarc, cust): the caller picks one.
+    pub returns_to_ambient: bool,
 }
 
 impl Body {
@@ -335,6 +342,7 @@ impl BodyBuilder {
             entry: BlockId(0),
             ambient: StreamId(0),
             device_forbidden: None,
+            returns_to_ambient: true,
         };
         BodyBuilder { body, current: BlockId(0) }
     }
@@ -387,6 +395,11 @@ impl BodyBuilder {
     /// Mark the body as running where the device must not be used, and why.
     pub fn forbid_device(&mut self, reason: String) {
         self.body.device_forbidden = Some(reason);
+    }
+
+    /// The caller may use returned values on any stream: see [`Body::returns_to_ambient`].
+    pub fn caller_picks_stream(&mut self) {
+        self.body.returns_to_ambient = false;
     }
     pub fn stream_mut(&mut self, id: StreamId) -> &mut Stream {
         &mut self.body.streams[id.index()]

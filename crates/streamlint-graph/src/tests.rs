@@ -3,7 +3,7 @@
 use crate::*;
 
 fn spelling() -> Spelling {
-    Spelling { record_stream: Some("{buffer}.record_stream({stream})"), wait_stream: "{waiter}.wait_stream({waitee})", line_comment: "#" }
+    Spelling { record_stream: Some("{buffer}.record_stream({stream})"), wait_stream: "{waiter}.wait_stream({waitee})", line_comment: "#", statement_end: None }
 }
 
 fn stream(name: &str, origin: StreamOrigin) -> Stream {

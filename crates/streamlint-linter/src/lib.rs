@@ -159,6 +159,14 @@ impl Language {
             Language::Rust => "//",
         }
     }
+
+    /// Does `source` parse?
+    fn parses(self, source: &str) -> bool {
+        match self {
+            Language::Python => streamlint_python::parses(source),
+            Language::Rust => streamlint_rust::parses(source),
+        }
+    }
 }
 
 /// Could the file hold code any rule looks at? Files that cannot are never parsed.
@@ -193,6 +201,13 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
     };
     let enabled = |code: &str| settings.selection.enabled(code);
     let mut findings: Vec<Finding> = bodies.iter().flat_map(|b| streamlint_rules::check_body(b, &enabled)).collect();
+    // A fix is offered only if the file still parses with it (an insertion before a line that
+    // continues a statement would not).
+    for f in &mut findings {
+        if f.fix.as_ref().is_some_and(|fix| !language.parses(&fix.apply(source))) {
+            f.fix = None;
+        }
+    }
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
     let mut findings = suppress::apply(source, language.comment(), findings, enabled(UNUSED_SUPPRESSION.code));
@@ -201,7 +216,7 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
 }
 
 fn parse_error(span: Span, message: String) -> Finding {
-    Finding { code: PARSE_ERROR.code, severity: Severity::Error, message, span, labels: Vec::new(), help: None }
+    Finding { code: PARSE_ERROR.code, severity: Severity::Error, message, span, labels: Vec::new(), help: None, fix: None }
 }
 
 /// Read and check one file from disk.

@@ -110,6 +110,7 @@ pub fn apply(source: &str, comment: &str, findings: Vec<Finding>, report_unused:
                 continue;
             }
             kept.push(Finding {
+                fix: None,
                 code: UNUSED_SUPPRESSION.code,
                 severity: UNUSED_SUPPRESSION.severity,
                 message: format!("unused suppression of {}: nothing is reported here", unused.join(", ")),
@@ -129,7 +130,7 @@ mod tests {
 
     fn finding(code: &'static str, source: &str, line: usize) -> Finding {
         let start = source.split_inclusive('\n').take(line - 1).map(str::len).sum::<usize>() as u32;
-        Finding { code, severity: Severity::Error, message: String::new(), span: Span::new(start, start + 1), labels: Vec::new(), help: None }
+        Finding { code, severity: Severity::Error, message: String::new(), span: Span::new(start, start + 1), labels: Vec::new(), help: None, fix: None }
     }
 
     fn codes(findings: &[Finding]) -> Vec<&str> {

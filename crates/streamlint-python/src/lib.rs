@@ -14,6 +14,11 @@ pub use parser::ParseError;
 
 use streamlint_graph::Body;
 
+/// Does `source` parse as a Python module?
+pub fn parses(source: &str) -> bool {
+    parser::parse_module(source, "<fix>").is_ok()
+}
+
 /// Parse `source` and lower every function, method and the module's top level.
 pub fn lower_source(source: &str, path: &str, api: &ApiModel) -> Result<Vec<Body>, ParseError> {
     let stmts = parser::parse_module(source, path)?;

@@ -18,6 +18,7 @@ const SPELLING: Spelling = Spelling {
     record_stream: Some("{buffer}.record_stream({stream})"),
     wait_stream: "{waiter}.wait_stream({waitee})",
     line_comment: "#",
+    statement_end: None,
 };
 
 /// Loops nested deeper than this are lowered in one pass (no trial pass for loop-carried names).

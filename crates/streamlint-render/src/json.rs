@@ -30,7 +30,15 @@ pub fn render(files: &[FileFindings<'_>], out: &mut dyn Write) -> io::Result<()>
                 "filename": file.path,
                 "location": loc(f.span.start),
                 "end_location": loc(f.span.end),
-                "fix": Value::Null,
+                "fix": f.fix.as_ref().map(|fix| {
+                    let (at, content) = fix.edit(file.source);
+                    let at = loc(at as u32);
+                    json!({
+                        "message": fix.message,
+                        "applicability": "unsafe",
+                        "edits": [{"content": content, "location": at, "end_location": at}],
+                    })
+                }),
                 "help": f.help,
                 "url": rule_url(f.code),
                 "related": related,

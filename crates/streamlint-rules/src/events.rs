@@ -26,6 +26,7 @@ impl Rule for WaitBeforeRecord {
         };
         let name = e.name.clone();
         cx.report_about(Subject::Span(op.span), Finding {
+            fix: None,
             code: "SL006",
             severity: Severity::Error,
             message: format!("waits on event {name}, but {what}: waiting on an event that was never recorded does nothing"),

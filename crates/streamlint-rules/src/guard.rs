@@ -21,6 +21,7 @@ impl Rule for SyncGuardDroppedEarly {
         let severity = if several_streams { Severity::Error } else { Severity::Info };
         let span = cx.span(released);
         cx.report_about(Subject::Span(span), Finding {
+            fix: None,
             code: "SL010",
             severity,
             message: format!(

@@ -49,6 +49,7 @@ impl Rule for UnsynchronizedHostAccess {
             )
         };
         cx.report_once(buffer, Finding {
+            fix: None,
             code: "SL007",
             severity: Severity::Error,
             message,

@@ -56,6 +56,34 @@ pub struct Finding {
     pub labels: Vec<Label>,
     /// The minimal change that removes the hazard, in words and code.
     pub help: Option<String>,
+    /// That change as an edit, where it is one statement on a line of its own.
+    pub fix: Option<Fix>,
+}
+
+/// A statement to insert on its own line before the line where `before` starts, indented as
+/// that line is. Not applied automatically: ordering work is a judgement about intent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Fix {
+    pub message: String,
+    pub before: Span,
+    pub statement: String,
+}
+
+impl Fix {
+    /// The edit in `source`: (byte offset of the insertion, text to insert).
+    pub fn edit(&self, source: &str) -> (usize, String) {
+        let at = (self.before.start as usize).min(source.len());
+        let line_start = source[..at].rfind('\n').map_or(0, |i| i + 1);
+        let line = &source[line_start..];
+        let indent = &line[..line.len() - line.trim_start_matches([' ', '\t']).len()];
+        (line_start, format!("{indent}{}\n", self.statement))
+    }
+
+    /// `source` with the fix applied.
+    pub fn apply(&self, source: &str) -> String {
+        let (at, text) = self.edit(source);
+        format!("{}{text}{}", &source[..at], &source[at..])
+    }
 }
 
 /// What a finding is about, for reporting each root cause once.
@@ -138,6 +166,24 @@ impl<'b> Context<'b> {
             body.spelling.wait_stream,
             &[("waiter", &body.stream(waiter).expr), ("waitee", &body.stream(waitee).expr)],
         )
+    }
+
+    /// The wait as an inserted statement before `before`, where the language allows it.
+    fn wait_stream_edit(&self, waiter: streamlint_graph::StreamId, waitee: streamlint_graph::StreamId, before: Span) -> Option<Fix> {
+        let end = self.body.spelling.statement_end?;
+        // The code must have a name for both streams (not so an ambient stream never bound).
+        let named = |s: streamlint_graph::StreamId| {
+            let stream = self.body.stream(s);
+            stream.origin != StreamOrigin::Ambient || stream.span.is_some()
+        };
+        if !named(waiter) || !named(waitee) {
+            return None;
+        }
+        Some(Fix {
+            message: format!("make {} wait for {}", self.stream_name(waiter), self.stream_name(waitee)),
+            before,
+            statement: format!("{}{end}", self.wait_stream_fix(waiter, waitee)),
+        })
     }
 }
 

@@ -92,7 +92,14 @@ impl MissingRecordStream {
             ReleaseSite::ScopeEnd(end) => labels.push(Label { span: end, message: "dropped here".into() }),
             ReleaseSite::Here => {}
         }
+        // Rust frees have no record call: the allocating stream waits for the user before an
+        // explicit free.
+        let fix = match (site, cx.record_stream_fix(buffer, user)) {
+            (ReleaseSite::Here, None) => cx.wait_stream_edit(alloc, user, span),
+            _ => None,
+        };
         let finding = Finding {
+            fix,
             code: "SL001",
             severity: Severity::Error,
             message: format!(
@@ -145,6 +152,7 @@ impl MissingRecordStream {
         let name = cx.buffer_name(buffer).to_string();
         let alloc = b.alloc_stream;
         let finding = Finding {
+            fix: None,
             code: "SL001",
             severity: Severity::Error,
             message: format!(

@@ -17,6 +17,7 @@ impl Rule for MissingStreamWait {
             OpKind::WaitStream { waiter, waitee } if waiter == waitee => {
                 let s = cx.stream_name(waiter).to_string();
                 cx.report(Finding {
+                    fix: None,
                     code: "SL003",
                     severity: Severity::Error,
                     message: format!("{s} waits on itself: inside its own stream context the current stream is {s}, so this wait orders nothing"),
@@ -28,7 +29,7 @@ impl Rule for MissingStreamWait {
             OpKind::Read { buffer, stream } => self.check_use(cx, state, buffer, stream, op, false),
             OpKind::Write { buffer, stream } => self.check_use(cx, state, buffer, stream, op, true),
             OpKind::Raw { buffer, stream, write } => self.check_use(cx, state, buffer, stream, op, write),
-            OpKind::Escape { buffer, kind: EscapeKind::Caller } => {
+            OpKind::Escape { buffer, kind: EscapeKind::Caller } if cx.body.returns_to_ambient => {
                 self.check_use(cx, state, buffer, cx.body.ambient, op, false)
             }
             _ => {}
@@ -108,7 +109,9 @@ impl MissingStreamWait {
         if let Some(w) = state.last_wait(consumer) {
             labels.push(Label { span: cx.span(w), message: format!("this wait does not cover the {} on {p}", if raw { "write" } else { "read" }) });
         }
+        let fix = if returned { None } else { cx.wait_stream_edit(consumer, producer, op.span) };
         cx.report_once(buffer, Finding {
+            fix,
             code: "SL003",
             severity: Severity::Error,
             message,

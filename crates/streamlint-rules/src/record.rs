@@ -39,6 +39,7 @@ impl Rule for RecordStreamWrongStream {
             return;
         };
         cx.report_once(buffer, Finding {
+            fix: None,
             code: "SL002",
             severity: Severity::Error,
             message,
@@ -65,6 +66,7 @@ fn guard_on_other_stream(cx: &mut Context<'_>, buffer: BufferId, stream: StreamI
     let name = cx.buffer_name(buffer).to_string();
     let (g, s) = (cx.stream_name(guarded).to_string(), cx.stream_name(stream).to_string());
     cx.report_once(buffer, Finding {
+        fix: None,
         code: "SL002",
         severity: Severity::Error,
         message: format!("the pointer to `{name}` is taken for {g}, but the raw work using it runs on {s}: {s} never waits for `{name}`'s producers and the use is recorded on the wrong stream"),

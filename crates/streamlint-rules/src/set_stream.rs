@@ -18,6 +18,7 @@ impl Rule for UnrestoredSetStream {
         }
         let s = cx.stream_name(stream).to_string();
         cx.report(Finding {
+            fix: None,
             code: "SL008",
             severity: Severity::Warning,
             message: format!("the current stream is set to {s} and not restored on every path: all later work of this thread (and of callers) runs on {s}, unordered with the stream they expect"),

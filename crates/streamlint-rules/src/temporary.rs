@@ -58,6 +58,7 @@ impl Rule for TemporaryStream {
             .collect();
         for (id, span) in global {
             cx.report_about(Subject::Stream(id), Finding {
+                fix: None,
                 code: "SL005",
                 severity: Severity::Error,
                 message: format!(
@@ -92,6 +93,7 @@ impl TemporaryStream {
         };
         labels.push(Label { span: cx.span(write), message: format!("written on {s} here") });
         cx.report_about(Subject::Stream(stream), Finding {
+            fix: None,
             code: "SL005",
             severity: Severity::Error,
             message: format!("{s} {gone} while its write to `{name}` may be pending: with no owned stream left, automatic tracking stops and later users of `{name}` are not ordered after that write"),
@@ -104,6 +106,7 @@ impl TemporaryStream {
     fn report_temporary(&self, cx: &mut Context<'_>, stream: StreamId, op: &Op, why: String) {
         let Some(span) = cx.body.stream(stream).span else { return };
         cx.report_about(Subject::Stream(stream), Finding {
+            fix: None,
             code: "SL005",
             severity: Severity::Error,
             message: format!("work is enqueued on a stream that is never bound to a name: {why}"),

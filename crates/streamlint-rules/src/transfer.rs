@@ -20,7 +20,7 @@ impl Rule for TransferInSideStream {
             }
             OpKind::Escape { buffer, kind: EscapeKind::Caller } => {
                 // The caller orders its uses after a copy on the stream it passed in.
-                let callers = state.buffer(buffer).is_some_and(|b| cx.is_callers_stream(b.alloc_stream));
+                let callers = !cx.body.returns_to_ambient || state.buffer(buffer).is_some_and(|b| cx.is_callers_stream(b.alloc_stream));
                 let ambient = cx.body.ambient;
                 if callers || !self.check_wait(cx, state, buffer, ambient, op, true) {
                     self.check_record(cx, state, buffer, op, &[ambient]);
@@ -63,7 +63,9 @@ impl TransferInSideStream {
         let recorded = records(cx, buffer, consumer);
         let missing = if recorded { "a wait".to_string() } else { format!("a wait and `record_stream` of {c}") };
         let use_text = if returned { format!("returned to the caller, who uses it on {c}") } else { format!("used on {c}") };
+        let edit = if returned { None } else { cx.wait_stream_edit(consumer, b.alloc_stream, op.span) };
         cx.report_once(buffer, Finding {
+            fix: edit,
             code: "SL004",
             severity: Severity::Error,
             message: format!("`{name}` is copied to the device on {side} and {use_text} without {missing}: {c} can read it before the copy has landed"),
@@ -86,6 +88,7 @@ impl TransferInSideStream {
         let (side, c) = (cx.stream_name(b.alloc_stream).to_string(), cx.stream_name(consumer).to_string());
         let what = if matches!(op.kind, OpKind::Escape { .. }) { "handed to the caller" } else { "freed" };
         cx.report_once(buffer, Finding {
+            fix: None,
             code: "SL004",
             severity: Severity::Error,
             message: format!("`{name}` is copied to the device on {side}, used on {c} and {what} without `record_stream` of {c}: its memory returns to {side}'s pool while {c} may still read it"),

@@ -42,6 +42,7 @@ impl CudaInDataloaderWorker {
     fn report(&self, cx: &mut Context<'_>, span: Span, what: &str) {
         let Some(reason) = cx.body.device_forbidden.clone() else { return };
         cx.report_about(Subject::Span(span), Finding {
+            fix: None,
             code: "SL009",
             severity: Severity::Error,
             message: format!("this {what} in {reason}: CUDA cannot be initialised in forked worker processes"),

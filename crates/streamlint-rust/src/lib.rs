@@ -34,6 +34,13 @@ pub fn lower_source(source: &str) -> Result<Vec<Body>, ParseError> {
     result
 }
 
+/// Does `source` parse as a Rust file?
+pub fn parses(source: &str) -> bool {
+    let ok = syn::parse_file(source).is_ok();
+    proc_macro2::extra::invalidate_current_thread_spans();
+    ok
+}
+
 /// Lower the file's functions; when some free function has a summary worth applying, lower
 /// again with the summaries, so calls to it are seen through.
 fn lower_file(file: &syn::File) -> Vec<Body> {

@@ -19,6 +19,7 @@ const SPELLING: Spelling = Spelling {
     record_stream: None,
     wait_stream: "{waiter}.join(&{waitee})?",
     line_comment: "//",
+    statement_end: Some(";"),
 };
 
 fn span_of(s: proc_macro2::Span) -> Span {
@@ -150,6 +151,7 @@ pub fn lower_fn(sig: &syn::Signature, block: &syn::Block, whole: proc_macro2::Sp
         span: None,
     };
     let mut b = BodyBuilder::new(sig.ident.to_string(), span_of(whole), SPELLING, ambient);
+    b.caller_picks_stream();
     let exit = b.new_block();
     let mut l = Lowerer {
         b,
@@ -170,7 +172,11 @@ pub fn lower_fn(sig: &syn::Signature, block: &syn::Block, whole: proc_macro2::Sp
     l.bind_params(sig);
     l.bind_fields(sig, &file.fields);
     let v = l.block_value(block);
-    l.hand_to_caller(&v, span_of(block.span()));
+    let tail = match block.stmts.last() {
+        Some(syn::Stmt::Expr(e, None)) => e.span(),
+        _ => block.span(),
+    };
+    l.hand_to_caller(&v, span_of(tail));
     l.drop_scope_all();
     let end = l.b.current();
     l.b.edge(end, exit);
@@ -625,7 +631,9 @@ impl Lowerer<'_> {
                             sm.expr = name.clone();
                         } else if stream.origin == StreamOrigin::Ambient && stream.expr == "stream" {
                             // `let main = ctx.default_stream();`: fixes name it as the code does.
-                            self.b_stream_mut(s).expr = name.clone();
+                            let sm = self.b_stream_mut(s);
+                            sm.expr = name.clone();
+                            sm.span = Some(sp);
                         }
                         Value::Stream(s)
                     }
