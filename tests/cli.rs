@@ -162,6 +162,40 @@ fn suppression_comments_hide_findings_and_unused_ones_are_reported() {
     assert!(out.contains(":5:") && out.contains("SL901 unused suppression of SL002"), "{out}");
 }
 
+const BUGGY_RS: &str = "use cudarc::driver::{CudaContext, CudaFunction, DriverError, LaunchConfig, PushKernelArg};
+
+pub fn step(f: &CudaFunction, g: &CudaFunction) -> Result<Vec<f32>, DriverError> {
+    let ctx = CudaContext::new(0)?;
+    unsafe { ctx.disable_event_tracking() };
+    let (a, b) = (ctx.new_stream()?, ctx.new_stream()?);
+    let mut x = a.alloc_zeros::<f32>(1024)?;
+    let cfg = LaunchConfig::for_num_elems(1024);
+    unsafe { a.launch_builder(f).arg(&mut x).launch(cfg) }?;
+    unsafe { b.launch_builder(g).arg(&mut x).launch(cfg) }?;
+    b.clone_dtoh(&x)
+}
+";
+
+#[test]
+fn rust_findings_carry_a_join_fix_and_honour_suppressions() {
+    let dir = scratch("rust");
+    let file = write(&dir, "step.rs", BUGGY_RS.as_bytes());
+    let (code, out, _) = run(&["check", "--output-format", "json", &file]);
+    assert_eq!(code, 1, "{out}");
+    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let sl003 = items.as_array().unwrap().iter().find(|i| i["code"] == "SL003").expect("an SL003 finding");
+    assert_eq!(sl003["location"]["row"], 10);
+    let edit = &sl003["fix"]["edits"][0];
+    assert_eq!(edit["content"], "    b.join(&a)?;\n");
+    assert_eq!((edit["location"]["row"].as_u64(), edit["location"]["column"].as_u64()), (Some(10), Some(1)));
+    let fixed = BUGGY_RS.replace("    unsafe { b.launch", "    b.join(&a)?;\n    unsafe { b.launch");
+    let (code, out, _) = run(&["check", "--output-format", "concise", &write(&dir, "fixed.rs", fixed.as_bytes())]);
+    assert_eq!((code, out.as_str()), (0, ""));
+    let suppressed = BUGGY_RS.replace("launch(cfg) }?;\n    b.clone", "launch(cfg) }?; // streamlint: ignore[SL003]\n    b.clone");
+    let (code, out, _) = run(&["check", "--output-format", "concise", &write(&dir, "quiet.rs", suppressed.as_bytes())]);
+    assert_eq!((code, out.as_str()), (0, ""));
+}
+
 fn streamlint_rules_count() -> usize {
     std::fs::read_dir(repo_root().join("rules")).unwrap().count()
 }
