@@ -1,0 +1,397 @@
+//! The cudarc and cust APIs: method and function calls on streams, slices, events and host
+//! buffers.
+
+use super::*;
+
+impl Lowerer<'_> {
+    pub(super) fn stream_arg(&mut self, args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>, i: usize) -> Option<StreamId> {
+        match args.iter().nth(i).map(|a| self.expr(a)) {
+            Some(Value::Stream(s)) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub(super) fn buffer_arg(&mut self, arg: Option<&syn::Expr>) -> Option<BufferId> {
+        match arg.map(|a| self.expr(a)) {
+            Some(Value::Slice(b) | Value::Host(b)) => Some(b),
+            _ => None,
+        }
+    }
+
+    pub(super) fn method_call(&mut self, m: &syn::ExprMethodCall, sp: Span) -> Value {
+        let method = m.method.to_string();
+        let recv = self.expr(&m.receiver);
+        let receiver_name = Self::local_name(&m.receiver);
+        let first = m.args.first();
+        match (&recv, method.as_str()) {
+            (_, f) if OWNED_STREAM_FACTORIES.contains(&f) => {
+                let s = self.new_stream("a new stream", StreamOrigin::Temporary, sp);
+                self.owned_alive.push(s);
+                Value::Stream(s)
+            }
+            (Value::Stream(parent), "fork") => {
+                let parent = *parent;
+                let s = self.new_stream("a forked stream", StreamOrigin::Temporary, sp);
+                self.owned_alive.push(s);
+                self.b.push(OpKind::WaitStream { waiter: s, waitee: parent }, sp);
+                Value::Stream(s)
+            }
+            (Value::Context | Value::Unknown, "default_stream") => Value::Stream(self.b.ambient()),
+            (Value::Context | Value::Unknown, f) if BORROWED_STREAMS.contains(&f) && m.args.is_empty() => {
+                Value::Stream(self.named_stream("the per-thread stream", StreamOrigin::Unknown))
+            }
+            (Value::Context | Value::Unknown, "alloc_pinned" | "alloc_pinned_with_flags") => {
+                let tracked = self.tracking_enabled;
+                let h = self.new_buffer("the pinned buffer", Memory::PinnedHost, Owner::Local, tracked);
+                let ambient = self.b.ambient();
+                self.b.push(OpKind::Produce { buffer: h, stream: ambient, how: Production::Host }, sp);
+                Value::Host(h)
+            }
+            (_, "disable_event_tracking") => {
+                self.tracking_enabled = false;
+                Value::Unknown
+            }
+            (_, "enable_event_tracking") => {
+                self.tracking_enabled = true;
+                Value::Unknown
+            }
+            (_, "new_event") => {
+                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp), internal: false });
+                self.b.push(OpKind::NewEvent { event: e }, sp);
+                Value::Event(e)
+            }
+            (Value::Slice(_) | Value::Host(_) | Value::Event(_) | Value::Stream(_), "take" | "unwrap" | "expect" | "as_ref" | "as_mut") => recv,
+            (Value::Stream(s), "clone") => Value::Stream(*s),
+            (Value::Stream(s), _) => self.stream_method(*s, &method, &m.args, sp),
+            (Value::Event(e), "record") => {
+                let e = *e;
+                if let Some(s) = self.stream_arg(&m.args, 0) {
+                    self.b.push(OpKind::RecordEvent { event: e, stream: s }, sp);
+                }
+                Value::Unknown
+            }
+            (Value::Event(e), "synchronize") => {
+                let e = *e;
+                self.b.push(OpKind::SyncEvent { event: e }, sp);
+                Value::Unknown
+            }
+            (Value::Context, "synchronize") => {
+                self.b.push(OpKind::SyncDevice, sp);
+                Value::Unknown
+            }
+            (Value::Slice(x), "device_ptr" | "device_ptr_mut" | "view_ptr" | "view_ptr_mut") => {
+                let x = *x;
+                let write = method.ends_with("_mut");
+                let Some(s) = self.stream_arg(&m.args, 0) else { return Value::Unknown };
+                self.tracked_wait(x, s, write, sp);
+                self.b.push(OpKind::GuardTaken { buffer: x, stream: s }, sp);
+                Value::PtrGuard { buffer: x, write, stream: s }
+            }
+            (Value::Slice(x), "slice" | "slice_mut" | "as_view" | "as_view_mut" | "try_slice" | "try_slice_mut") => Value::Slice(*x),
+            // The slice's allocating stream, known only by that name.
+            (Value::Slice(_), "stream") => {
+                let owner = receiver_name.unwrap_or_else(|| "the slice".into());
+                Value::Stream(self.named_stream(&format!("{owner}.stream()"), StreamOrigin::Unknown))
+            }
+            (Value::Slice(x), "drop_async") => {
+                let x = *x;
+                let cause = match self.stream_arg(&m.args, 0) {
+                    Some(s) => ReleaseCause::FreeOn(s),
+                    None => ReleaseCause::Drop,
+                };
+                self.b.push(OpKind::Release { buffer: x, cause }, sp);
+                if let Some(n) = receiver_name {
+                    self.mark_gone(&n);
+                }
+                Value::Unknown
+            }
+            (Value::Slice(x), "async_copy_from" | "async_copy_to") => {
+                let x = *x;
+                let host = self.buffer_arg(first);
+                let Some(s) = self.stream_arg(&m.args, 1) else { return Value::Unknown };
+                let to_device = method == "async_copy_from";
+                if let Some(h) = host {
+                    let kind = if to_device { OpKind::Read { buffer: h, stream: s } } else { OpKind::Write { buffer: h, stream: s } };
+                    self.b.push(kind, sp);
+                }
+                if to_device {
+                    self.upload_into(x, s, sp);
+                } else {
+                    self.b.push(OpKind::Read { buffer: x, stream: s }, sp);
+                }
+                Value::Unknown
+            }
+            (Value::Slice(x), "copy_from" | "copy_to") => {
+                // cust's synchronous copies wait for the device, and are done when they return.
+                let x = *x;
+                let ambient = self.b.ambient();
+                self.buffer_arg(first);
+                self.b.push(OpKind::SyncDevice, sp);
+                let kind = if method == "copy_from" { OpKind::Write { buffer: x, stream: ambient } } else { OpKind::Read { buffer: x, stream: ambient } };
+                self.b.push(kind, sp);
+                self.b.push(OpKind::SyncDevice, sp);
+                Value::Unknown
+            }
+            (Value::Slice(x), "leak") => {
+                let x = *x;
+                self.b.push(OpKind::Escape { buffer: x, kind: EscapeKind::UnknownCallee }, sp);
+                Value::Unknown
+            }
+            (Value::Host(h), "as_slice" | "as_mut_slice" | "as_ptr" | "as_mut_ptr") => {
+                let h = *h;
+                if let Some(&e) = self.pinned_events.get(&h) {
+                    self.b.push(OpKind::SyncEvent { event: e }, sp);
+                }
+                let kind = if method.contains("mut") { OpKind::HostWrite { buffer: h } } else { OpKind::HostRead { buffer: h } };
+                self.b.push(kind, sp);
+                Value::Unknown
+            }
+            (Value::Host(h), _) => {
+                // Any other use of a host buffer reads (or, for `_mut`/`fill`/`copy_from_slice`, writes) it.
+                let h = *h;
+                for a in &m.args {
+                    self.expr(a);
+                }
+                let write = method.contains("mut") || method.starts_with("fill") || method == "copy_from_slice";
+                self.b.push(if write { OpKind::HostWrite { buffer: h } } else { OpKind::HostRead { buffer: h } }, sp);
+                Value::Unknown
+            }
+            (Value::Builder { stream, args }, "arg") => {
+                let (stream, mut args) = (*stream, args.clone());
+                if let Some(a) = first {
+                    let write = matches!(a, syn::Expr::Reference(r) if r.mutability.is_some());
+                    match self.expr(a) {
+                        Value::Slice(b) => args.push((b, write)),
+                        Value::Ptr { buffer, write } => {
+                            // A raw pointer argument escapes tracking.
+                            self.b.push(OpKind::Raw { buffer, stream, write }, sp);
+                        }
+                        _ => {}
+                    }
+                }
+                let v = Value::Builder { stream, args };
+                if let Some(n) = Self::builder_local(&m.receiver) {
+                    if let Some(l) = self.lookup_mut(&n) {
+                        l.value = v.clone();
+                    }
+                }
+                v
+            }
+            (Value::Builder { stream, args }, "launch" | "launch_cooperative") => {
+                let (stream, args) = (*stream, args.clone());
+                for &(b, write) in &args {
+                    self.tracked_wait(b, stream, write, sp);
+                }
+                for &(b, write) in &args {
+                    let kind = if write { OpKind::Write { buffer: b, stream } } else { OpKind::Read { buffer: b, stream } };
+                    self.b.push(kind, sp);
+                }
+                for &(b, write) in &args {
+                    self.tracked_record(b, stream, write, sp);
+                }
+                Value::Unknown
+            }
+            (Value::Slice(_) | Value::Context | Value::Event(_), "clone") => recv,
+            _ => {
+                for a in &m.args {
+                    self.expr(a);
+                }
+                Value::Unknown
+            }
+        }
+    }
+
+    pub(super) fn stream_method(&mut self, s: StreamId, method: &str, args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>, sp: Span) -> Value {
+        let first = args.first();
+        match method {
+            "alloc_zeros" | "alloc" | "alloc_zeros_async" => {
+                let records = method != "alloc";
+                Value::Slice(self.produce("the allocation", s, Production::Allocate, records, sp))
+            }
+            "clone_htod" | "htod_copy" | "htod_sync_copy" | "clone_htod_async" => {
+                if let Some(h) = self.buffer_arg(first) {
+                    self.b.push(OpKind::Read { buffer: h, stream: s }, sp);
+                }
+                Value::Slice(self.produce("the upload", s, Production::HostToDevice { non_blocking: true }, true, sp))
+            }
+            "memcpy_htod" | "htod_copy_into" => {
+                if let Some(h) = self.buffer_arg(first) {
+                    self.b.push(OpKind::Read { buffer: h, stream: s }, sp);
+                }
+                if let Some(d) = self.buffer_arg(args.iter().nth(1)) {
+                    self.upload_into(d, s, sp);
+                }
+                Value::Unknown
+            }
+            "clone_dtoh" | "dtoh_sync_copy" | "memcpy_dtov" => {
+                if let Some(d) = self.buffer_arg(first) {
+                    self.safe_access(d, s, false, sp);
+                }
+                // Into pageable memory: the copy is complete when the call returns.
+                self.b.push(OpKind::SyncStream { stream: s }, sp);
+                Value::Unknown
+            }
+            "memcpy_dtoh" | "dtoh_sync_copy_into" => {
+                if let Some(d) = self.buffer_arg(first) {
+                    self.safe_access(d, s, false, sp);
+                }
+                match self.buffer_arg(args.iter().nth(1)) {
+                    Some(h) if self.b.body().buffer(h).memory == Memory::PinnedHost => {
+                        self.b.push(OpKind::Write { buffer: h, stream: s }, sp);
+                        self.tracked_record(h, s, true, sp);
+                    }
+                    _ => {
+                        self.b.push(OpKind::SyncStream { stream: s }, sp);
+                    }
+                }
+                Value::Unknown
+            }
+            "memcpy_dtod" | "dtod_copy" => {
+                if let Some(src) = self.buffer_arg(first) {
+                    self.safe_access(src, s, false, sp);
+                }
+                if let Some(dst) = self.buffer_arg(args.iter().nth(1)) {
+                    self.safe_access(dst, s, true, sp);
+                }
+                Value::Unknown
+            }
+            "clone_dtod" => {
+                if let Some(src) = self.buffer_arg(first) {
+                    self.safe_access(src, s, false, sp);
+                }
+                Value::Slice(self.produce("the copy", s, Production::Compute, true, sp))
+            }
+            "memset_zeros" => {
+                if let Some(d) = self.buffer_arg(first) {
+                    self.safe_access(d, s, true, sp);
+                }
+                Value::Unknown
+            }
+            "launch_builder" => {
+                if let Some(f) = first {
+                    self.expr(f);
+                }
+                Value::Builder { stream: s, args: Vec::new() }
+            }
+            "join" => {
+                if let Some(o) = self.stream_arg(args, 0) {
+                    if o != s {
+                        self.b.push(OpKind::WaitStream { waiter: s, waitee: o }, sp);
+                    }
+                }
+                Value::Unknown
+            }
+            "wait" | "wait_event" => {
+                for event in first.map(|a| self.expr(a)).map(|v| v.events()).unwrap_or_default() {
+                    self.b.push(OpKind::WaitEvent { event, stream: s }, sp);
+                }
+                Value::Unknown
+            }
+            "record_event" => {
+                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: None, internal: false });
+                self.b.push(OpKind::RecordEvent { event: e, stream: s }, sp);
+                Value::Event(e)
+            }
+            "synchronize" => {
+                self.b.push(OpKind::SyncStream { stream: s }, sp);
+                Value::Unknown
+            }
+            "cu_stream" => Value::RawStream(s),
+            _ => {
+                for a in args {
+                    self.expr(a);
+                }
+                Value::Unknown
+            }
+        }
+    }
+
+    pub(super) fn call(&mut self, c: &syn::ExprCall, sp: Span) -> Value {
+        let path = match c.func.as_ref() {
+            syn::Expr::Path(p) => p.path.segments.iter().map(|s| s.ident.to_string()).collect::<Vec<_>>(),
+            _ => Vec::new(),
+        };
+        let last = path.last().map(String::as_str).unwrap_or("");
+        let owner = path.len().checked_sub(2).map(|i| path[i].as_str()).unwrap_or("");
+        match (owner, last) {
+            (_, "drop") | ("mem", "forget") => {
+                let dropped: Vec<&syn::Expr> = c
+                    .args
+                    .iter()
+                    .flat_map(|a| match a {
+                        syn::Expr::Tuple(t) => t.elems.iter().collect::<Vec<_>>(),
+                        other => vec![other],
+                    })
+                    .collect();
+                for a in dropped {
+                    let v = self.expr(a);
+                    self.drop_value(&v, sp, false);
+                    if let Some(n) = Self::local_name(a) {
+                        self.mark_gone(&n);
+                    }
+                }
+                return Value::Unknown;
+            }
+            ("CudaContext", "new") => return Value::Context,
+            // Wrappers that hand their argument on.
+            (_, "Some" | "Ok") | ("Arc" | "Box" | "Rc", "new") => {
+                return c.args.first().map(|a| self.expr(a)).unwrap_or(Value::Unknown);
+            }
+            ("Stream", "new") => return Value::Stream(self.new_stream("a new stream", StreamOrigin::Temporary, sp)),
+            ("Event", "new") => {
+                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp), internal: false });
+                self.b.push(OpKind::NewEvent { event: e }, sp);
+                return Value::Event(e);
+            }
+            ("LockedBuffer", _) => {
+                let h = self.new_buffer("the pinned buffer", Memory::PinnedHost, Owner::Local, false);
+                let ambient = self.b.ambient();
+                self.b.push(OpKind::Produce { buffer: h, stream: ambient, how: Production::Host }, sp);
+                return Value::Host(h);
+            }
+            ("DeviceBuffer" | "DeviceBox", f) => {
+                let vals: Vec<Value> = c.args.iter().map(|a| self.expr(a)).collect();
+                let stream = vals.iter().find_map(|v| match v {
+                    Value::Stream(s) => Some(*s),
+                    _ => None,
+                });
+                let ambient = self.b.ambient();
+                let buffer = self.new_buffer("the device buffer", Memory::Device, Owner::Local, false);
+                self.synchronous_free.insert(buffer);
+                self.b.push(OpKind::Produce { buffer, stream: stream.unwrap_or(ambient), how: Production::Allocate }, sp);
+                if !f.ends_with("_async") {
+                    // Synchronous allocation and copy.
+                    self.b.push(OpKind::SyncDevice, sp);
+                }
+                return Value::Slice(buffer);
+            }
+            _ => {}
+        }
+        let vals: Vec<Value> = c.args.iter().map(|a| self.expr(a)).collect();
+        if let [name] = path.as_slice() {
+            if let Some(summary) = self.summaries.get(name) {
+                return self.apply_summary(&summary.clone(), &vals, sp);
+            }
+        }
+        // Raw work: a call given a stream's raw handle runs on that stream, through the raw
+        // pointers it is given.
+        if let Some(stream) = vals.iter().find_map(|v| match v {
+            Value::RawStream(s) => Some(*s),
+            _ => None,
+        }) {
+            return self.raw_call(last, stream, &c.args, sp);
+        }
+        // Slices passed by value move into the callee.
+        for a in &c.args {
+            if !matches!(a, syn::Expr::Reference(_)) {
+                if let Some(n) = Self::local_name(a) {
+                    if let Some(Value::Slice(b)) = self.lookup(&n).map(|l| l.value.clone()) {
+                        self.b.push(OpKind::Escape { buffer: b, kind: EscapeKind::UnknownCallee }, sp);
+                        self.mark_gone(&n);
+                    }
+                }
+            }
+        }
+        Value::Unknown
+    }
+}

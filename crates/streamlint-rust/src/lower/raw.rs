@@ -1,0 +1,105 @@
+//! Raw driver work: calls given a stream's raw handle, raw pointers, and cust's `launch!`.
+
+use super::*;
+
+impl Lowerer<'_> {
+    /// A driver call given a stream's raw handle (`result::malloc_async(s.cu_stream(), n)`,
+    /// `result::launch_kernel(.., s.cu_stream(), &mut params)`): raw work on that stream.
+    pub(super) fn raw_call(&mut self, function: &str, stream: StreamId, args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>, sp: Span) -> Value {
+        match function {
+            // Stream-ordered memory nothing tracks; a kernel given it may write it.
+            "malloc_async" | "mem_alloc_async" => {
+                let buffer = self.new_buffer("the raw allocation", Memory::Device, Owner::Local, false);
+                self.b.push(OpKind::Produce { buffer, stream, how: Production::Allocate }, sp);
+                Value::Ptr { buffer, write: true }
+            }
+            "free_async" | "mem_free_async" => {
+                for (buffer, _) in self.pointers_in(args) {
+                    self.b.push(OpKind::Release { buffer, cause: ReleaseCause::FreeOn(stream) }, sp);
+                }
+                Value::Unknown
+            }
+            _ => {
+                // A device-to-host copy only reads its device pointer.
+                let reads_only = function.contains("dtoh");
+                for (buffer, write) in self.pointers_in(args) {
+                    self.b.push(OpKind::Raw { buffer, stream, write: write && !reads_only }, sp);
+                }
+                Value::Unknown
+            }
+        }
+    }
+
+    /// Raw pointers named anywhere in the arguments: (buffer, written).
+    pub(super) fn pointers_in(&self, args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>) -> Vec<(BufferId, bool)> {
+        let mut out = Vec::new();
+        for a in args {
+            let tokens = quote::quote!(#a);
+            self.pointers_in_tokens(tokens, &mut out);
+        }
+        out
+    }
+
+    pub(super) fn pointers_in_tokens(&self, tokens: proc_macro2::TokenStream, out: &mut Vec<(BufferId, bool)>) {
+        for t in tokens {
+            match t {
+                TokenTree::Ident(id) => {
+                    let found = match self.lookup(&id.to_string()).map(|l| l.value.clone()) {
+                        Some(Value::Ptr { buffer, write }) => vec![(buffer, write)],
+                        Some(Value::Ptrs(p)) => p,
+                        _ => Vec::new(),
+                    };
+                    for p in found {
+                        if !out.contains(&p) {
+                            out.push(p);
+                        }
+                    }
+                }
+                TokenTree::Group(g) => self.pointers_in_tokens(g.stream(), out),
+                _ => {}
+            }
+        }
+    }
+
+    /// `launch!(module.kernel<<<grid, block, shmem, stream>>>(buf.as_device_ptr(), ..))` (cust):
+    /// raw work on `stream` through every buffer whose pointer it passes.
+    pub(super) fn macro_call(&mut self, mac: &syn::Macro) {
+        let name = mac.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        if name != "launch" {
+            return;
+        }
+        let tokens: Vec<TokenTree> = mac.tokens.clone().into_iter().collect();
+        let sp = span_of(mac.span());
+        // The stream is the last identifier before `>>>`.
+        let mut stream = None;
+        let mut buffers = Vec::new();
+        for (i, t) in tokens.iter().enumerate() {
+            if let TokenTree::Ident(id) = t {
+                let name = id.to_string();
+                match self.lookup(&name).map(|l| l.value.clone()) {
+                    Some(Value::Stream(s)) => {
+                        let closes = tokens[i + 1..].iter().take(3).all(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == '>'));
+                        if closes {
+                            stream = Some(s);
+                        }
+                    }
+                    Some(Value::Slice(b)) => buffers.push(b),
+                    _ => {}
+                }
+            }
+            if let TokenTree::Group(g) = t {
+                for inner in g.stream() {
+                    if let TokenTree::Ident(id) = inner {
+                        if let Some(Value::Slice(b)) = self.lookup(&id.to_string()).map(|l| l.value.clone()) {
+                            buffers.push(b);
+                        }
+                    }
+                }
+            }
+        }
+        let Some(stream) = stream else { return };
+        for b in buffers {
+            self.b.push(OpKind::Raw { buffer: b, stream, write: true }, sp);
+        }
+    }
+}
