@@ -25,6 +25,11 @@ impl Lowerer<'_> {
         let first = m.args.first();
         match (&recv, method.as_str()) {
             (_, f) if OWNED_STREAM_FACTORIES.contains(&f) => {
+                // The first owned stream switches tracking on; cudarc synchronizes the context
+                // then, so work enqueued before is complete.
+                if self.tracking_enabled && self.owned_alive.is_empty() && !self.owned_elsewhere {
+                    self.b.push(OpKind::SyncDevice, sp);
+                }
                 let s = self.new_stream("a new stream", StreamOrigin::Temporary, sp);
                 self.owned_alive.push(s);
                 Value::Stream(s)
