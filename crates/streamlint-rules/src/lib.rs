@@ -131,6 +131,23 @@ impl<'b> Context<'b> {
         self.body.stream(s).origin == StreamOrigin::Temporary
     }
 
+    /// Did `consumer` last wait on something that ordered nothing, a root cause reported where
+    /// it stands? In a loop, a wait on an event recorded later in the loop gets the previous
+    /// iteration's record: unless SL006 reported the wait itself, it explains nothing about
+    /// this iteration's work, and the unordered use is the finding.
+    fn noop_wait_explains(&self, state: &State, consumer: StreamId) -> bool {
+        let Some(wait) = state.noop_wait(consumer) else { return false };
+        let op = self.body.op(wait);
+        match op.kind {
+            streamlint_graph::OpKind::WaitEvent { event, .. }
+                if self.analysis.in_cycle(wait) && state.event(event).is_some_and(|e| e.recorded != streamlint_graph::Recorded::Never) =>
+            {
+                self.reported.contains(&("SL006", Subject::Span(op.span)))
+            }
+            _ => true,
+        }
+    }
+
     /// A stream the caller passed in: what this body returns made on it is the caller's to
     /// order, as they hold the stream (the contract of `*_async(.., &stream)` constructors).
     fn is_callers_stream(&self, s: StreamId) -> bool {

@@ -89,7 +89,7 @@ impl MissingStreamWait {
         let raw = races.iter().any(|r| b.writes.contains(r));
         let Some(&(producer, access)) = races.first() else { return };
         // A self-wait on the consumer is the root cause; it is reported where it stands.
-        if state.noop_wait(consumer).is_some() {
+        if cx.noop_wait_explains(state, consumer) {
             return;
         }
         let name = cx.buffer_name(buffer).to_string();

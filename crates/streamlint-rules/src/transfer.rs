@@ -52,7 +52,7 @@ impl TransferInSideStream {
         // A wait that ordered nothing (self-wait, unrecorded event) is the root cause there.
         if !is_side_stream_transfer(cx.body, b)
             || cx.is_temporary(b.alloc_stream)
-            || state.noop_wait(consumer).is_some()
+            || cx.noop_wait_explains(state, consumer)
             || cx.stream_ended(state, b.alloc_stream)
             || state.unordered_writes(buffer, consumer).is_empty()
         {
@@ -60,7 +60,8 @@ impl TransferInSideStream {
         }
         let name = cx.buffer_name(buffer).to_string();
         let (side, c) = (cx.stream_name(b.alloc_stream).to_string(), cx.stream_name(consumer).to_string());
-        let recorded = records(cx, buffer, consumer);
+        // Where the language has no `record_stream` (Rust), only the wait is missing.
+        let recorded = records(cx, buffer, consumer) || cx.body.spelling.record_stream.is_none();
         let missing = if recorded { "a wait".to_string() } else { format!("a wait and `record_stream` of {c}") };
         let use_text = if returned { format!("returned to the caller, who uses it on {c}") } else { format!("used on {c}") };
         let edit = if returned { None } else { cx.wait_stream_edit(consumer, b.alloc_stream, op.span) };
@@ -70,7 +71,9 @@ impl TransferInSideStream {
             severity: Severity::Error,
             message: format!("`{name}` is copied to the device on {side} and {use_text} without {missing}: {c} can read it before the copy has landed"),
             span: op.span,
-            labels: vec![Label { span: cx.span(b.produced_at), message: format!("copied on {side} here") }],
+            labels: std::iter::once(Label { span: cx.span(b.produced_at), message: format!("copied on {side} here") })
+                .chain(state.last_wait(consumer).map(|w| Label { span: cx.span(w), message: "this wait does not cover the copy".into() }))
+                .collect(),
             help: Some(fix(cx, buffer, b.alloc_stream, consumer, recorded)),
         });
         true
