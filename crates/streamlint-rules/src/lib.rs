@@ -16,7 +16,7 @@ mod worker;
 
 use std::collections::HashSet;
 
-use streamlint_graph::{Analysis, Body, BufferId, BufferState, Op, OpId, Production, Span, State, StreamId, StreamOrigin};
+use streamlint_graph::{Analysis, Body, BufferId, BufferState, Op, OpId, OpKind, Production, Recorded, Span, State, StreamId, StreamOrigin};
 
 pub use catalog::{rule, RuleInfo, META, PARSE_ERROR, RULES, UNUSED_SUPPRESSION};
 pub use line_index::{LineIndex, Position};
@@ -139,8 +139,8 @@ impl<'b> Context<'b> {
         let Some(wait) = state.noop_wait(consumer) else { return false };
         let op = self.body.op(wait);
         match op.kind {
-            streamlint_graph::OpKind::WaitEvent { event, .. }
-                if self.analysis.in_cycle(wait) && state.event(event).is_some_and(|e| e.recorded != streamlint_graph::Recorded::Never) =>
+            OpKind::WaitEvent { event, .. }
+                if self.analysis.in_cycle(wait) && state.event(event).is_some_and(|e| e.recorded != Recorded::Never) =>
             {
                 self.reported.contains(&("SL006", Subject::Span(op.span)))
             }
@@ -177,7 +177,7 @@ impl<'b> Context<'b> {
         Some(body.spell(template, &[("buffer", self.buffer_name(b)), ("stream", &body.stream(s).expr)]))
     }
 
-    fn wait_stream_fix(&self, waiter: streamlint_graph::StreamId, waitee: streamlint_graph::StreamId) -> String {
+    fn wait_stream_fix(&self, waiter: StreamId, waitee: StreamId) -> String {
         let body = self.body;
         body.spell(
             body.spelling.wait_stream,
@@ -186,10 +186,10 @@ impl<'b> Context<'b> {
     }
 
     /// The wait as an inserted statement before `before`, where the language allows it.
-    fn wait_stream_edit(&self, waiter: streamlint_graph::StreamId, waitee: streamlint_graph::StreamId, before: Span) -> Option<Fix> {
+    fn wait_stream_edit(&self, waiter: StreamId, waitee: StreamId, before: Span) -> Option<Fix> {
         let end = self.body.spelling.statement_end?;
         // The code must have a name for both streams (not so an ambient stream never bound).
-        let named = |s: streamlint_graph::StreamId| {
+        let named = |s: StreamId| {
             let stream = self.body.stream(s);
             stream.origin != StreamOrigin::Ambient || stream.span.is_some()
         };
