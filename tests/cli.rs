@@ -196,6 +196,23 @@ fn rust_findings_carry_a_join_fix_and_honour_suppressions() {
     assert_eq!((code, out.as_str()), (0, ""));
 }
 
+#[test]
+fn a_fix_that_would_split_a_statement_is_not_offered() {
+    // The racing use sits on the second line of a statement: a join inserted before that line
+    // would land inside the call, so the finding comes without a fix.
+    let split = BUGGY_RS.replace(
+        "    unsafe { b.launch_builder(g).arg(&mut x).launch(cfg) }?;\n",
+        "    let _ = std::convert::identity(\n        unsafe { b.launch_builder(g).arg(&mut x).launch(cfg) }?,\n    );\n",
+    );
+    let dir = scratch("split");
+    let (code, out, _) = run(&["check", "--output-format", "json", &write(&dir, "split.rs", split.as_bytes())]);
+    assert_eq!(code, 1, "{out}");
+    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let sl003 = items.as_array().unwrap().iter().find(|i| i["code"] == "SL003").expect("an SL003 finding");
+    assert_eq!(sl003["location"]["row"], 11);
+    assert!(sl003["fix"].is_null(), "{sl003}");
+}
+
 fn streamlint_rules_count() -> usize {
     std::fs::read_dir(repo_root().join("rules")).unwrap().count()
 }
