@@ -4,9 +4,12 @@ use std::path::{Path, PathBuf};
 
 use streamlint_tests::{repo_root, run};
 
-
 fn fixture(rel: &str) -> String {
-    repo_root().join("fixtures/python").join(rel).to_string_lossy().into_owned()
+    repo_root()
+        .join("fixtures/python")
+        .join(rel)
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// A scratch directory unique to one test.
@@ -27,12 +30,26 @@ const BUGGY: &str = "import torch\n\ndef f(x: torch.Tensor):\n    side = torch.c
 
 #[test]
 fn findings_exit_one_and_clean_files_exit_zero() {
-    let (code, out, _) = run(&["check", "--output-format", "concise", &fixture("SL001/bad_docs_pattern_del_without_record.py")]);
+    let (code, out, _) = run(&[
+        "check",
+        "--output-format",
+        "concise",
+        &fixture("SL001/bad_docs_pattern_del_without_record.py"),
+    ]);
     assert_eq!(code, 1);
     assert!(out.contains("SL001"), "{out}");
-    let (code, out, _) = run(&["check", "--output-format", "concise", &fixture("SL001/good_docs_pattern.py")]);
+    let (code, out, _) = run(&[
+        "check",
+        "--output-format",
+        "concise",
+        &fixture("SL001/good_docs_pattern.py"),
+    ]);
     assert_eq!((code, out.as_str()), (0, ""));
-    let (code, _, _) = run(&["check", "--exit-zero", &fixture("SL001/bad_docs_pattern_del_without_record.py")]);
+    let (code, _, _) = run(&[
+        "check",
+        "--exit-zero",
+        &fixture("SL001/bad_docs_pattern_del_without_record.py"),
+    ]);
     assert_eq!(code, 0);
 }
 
@@ -44,14 +61,32 @@ fn concise_lines_name_file_position_and_code() {
     assert_eq!(code, 1);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(lines.len(), 3, "{out}");
-    assert!(lines[0].starts_with(&format!("{file}:7:13: SL001 `y` is freed when the function returns")), "{out}");
-    assert!(lines[1].starts_with(&format!("{file}:7:13: SL003 `y` is read on `side`")), "{out}");
-    assert!(lines[2].starts_with(&format!("{file}:8:12: SL003 `z` is read on the current stream")), "{out}");
+    assert!(
+        lines[0].starts_with(&format!(
+            "{file}:7:13: SL001 `y` is freed when the function returns"
+        )),
+        "{out}"
+    );
+    assert!(
+        lines[1].starts_with(&format!("{file}:7:13: SL003 `y` is read on `side`")),
+        "{out}"
+    );
+    assert!(
+        lines[2].starts_with(&format!(
+            "{file}:8:12: SL003 `z` is read on the current stream"
+        )),
+        "{out}"
+    );
 }
 
 #[test]
 fn json_has_the_documented_shape() {
-    let (code, out, _) = run(&["check", "--output-format", "json", &fixture("SL002/bad_record_own_stream_in_block.py")]);
+    let (code, out, _) = run(&[
+        "check",
+        "--output-format",
+        "json",
+        &fixture("SL002/bad_record_own_stream_in_block.py"),
+    ]);
     assert_eq!(code, 1);
     let items: serde_json::Value = serde_json::from_str(&out).unwrap();
     let first = &items.as_array().unwrap()[0];
@@ -59,19 +94,30 @@ fn json_has_the_documented_shape() {
     assert_eq!(first["name"], "record-stream-wrong-stream");
     assert_eq!(first["severity"], "error");
     assert!(first["message"].as_str().unwrap().contains("does nothing"));
-    assert!(first["filename"].as_str().unwrap().ends_with("bad_record_own_stream_in_block.py"));
-    assert!(first["location"]["row"].as_u64().unwrap() > 0 && first["location"]["column"].as_u64().unwrap() > 0);
+    assert!(first["filename"]
+        .as_str()
+        .unwrap()
+        .ends_with("bad_record_own_stream_in_block.py"));
+    assert!(
+        first["location"]["row"].as_u64().unwrap() > 0
+            && first["location"]["column"].as_u64().unwrap() > 0
+    );
     assert!(first["end_location"]["row"].is_u64());
     assert!(first["fix"].is_null());
     assert!(first["url"].as_str().unwrap().ends_with("rules/SL002.md"));
-    assert!(first["related"].as_array().is_some_and(|r| !r.is_empty() && r[0]["location"]["row"].is_u64()));
+    assert!(first["related"]
+        .as_array()
+        .is_some_and(|r| !r.is_empty() && r[0]["location"]["row"].is_u64()));
 }
 
 #[test]
 fn full_output_shows_the_snippet_and_the_fix() {
     let (_, out, _) = run(&["check", &fixture("SL003/bad_self_wait_inside_block.py")]);
     assert!(out.contains("error[SL003]"), "{out}");
-    assert!(out.contains("help:") && out.contains("Found 1 problem"), "{out}");
+    assert!(
+        out.contains("help:") && out.contains("Found 1 problem"),
+        "{out}"
+    );
     assert!(!out.contains('\u{1b}'), "no colour when not on a terminal");
 }
 
@@ -83,8 +129,14 @@ fn unparsable_and_undecodable_files_are_reported_and_others_still_checked() {
     write(&dir, "train.py", BUGGY.as_bytes());
     let (code, out, _) = run(&["check", "--output-format", "concise", dir.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(out.contains("broken.py:") && out.contains("SL900 could not parse"), "{out}");
-    assert!(out.contains("latin1.py:1:1: SL900 the file is not valid UTF-8"), "{out}");
+    assert!(
+        out.contains("broken.py:") && out.contains("SL900 could not parse"),
+        "{out}"
+    );
+    assert!(
+        out.contains("latin1.py:1:1: SL900 the file is not valid UTF-8"),
+        "{out}"
+    );
     assert!(out.contains("train.py:7:13: SL003"), "{out}");
 }
 
@@ -100,22 +152,50 @@ fn files_without_stream_code_are_not_parsed() {
 fn missing_paths_exit_two_but_report_the_rest() {
     let dir = scratch("missing");
     let file = write(&dir, "train.py", BUGGY.as_bytes());
-    let (code, out, err) = run(&["check", "--output-format", "concise", &file, "does/not/exist.py"]);
+    let (code, out, err) = run(&[
+        "check",
+        "--output-format",
+        "concise",
+        &file,
+        "does/not/exist.py",
+    ]);
     assert_eq!(code, 2);
-    assert!(err.contains("does/not/exist.py: no such file or directory"), "{err}");
+    assert!(
+        err.contains("does/not/exist.py: no such file or directory"),
+        "{err}"
+    );
     assert!(out.contains("SL003"), "{out}");
 }
 
 #[test]
 fn selection_filters_rules_and_rejects_unknown_codes() {
     let bad = fixture("SL002/bad_record_own_stream_in_block.py");
-    let (code, out, _) = run(&["check", "--output-format", "concise", "--select", "SL003", &bad]);
+    let (code, out, _) = run(&[
+        "check",
+        "--output-format",
+        "concise",
+        "--select",
+        "SL003",
+        &bad,
+    ]);
     assert_eq!((code, out.as_str()), (0, ""));
     // With SL002 off, the hazard it explains is still reported as the free that it leaves unprotected.
-    let (code, out, _) = run(&["check", "--output-format", "concise", "--select", "SL001", &bad]);
+    let (code, out, _) = run(&[
+        "check",
+        "--output-format",
+        "concise",
+        "--select",
+        "SL001",
+        &bad,
+    ]);
     assert_eq!(code, 1);
     assert!(out.contains("SL001"), "{out}");
-    let (code, _, _) = run(&["check", "--ignore", "record-stream-wrong-stream,SL001", &bad]);
+    let (code, _, _) = run(&[
+        "check",
+        "--ignore",
+        "record-stream-wrong-stream,SL001",
+        &bad,
+    ]);
     assert_eq!(code, 0);
     let (code, _, err) = run(&["check", "--select", "SL0O1", &bad]);
     assert_eq!(code, 2);
@@ -151,18 +231,38 @@ fn directories_skip_hidden_and_virtualenv_folders() {
 fn suppression_comments_hide_findings_and_unused_ones_are_reported() {
     let dir = scratch("suppress");
     let suppressed = BUGGY
-        .replace("        z = y + 1\n", "        z = y + 1  # noqa: SL001, SL003\n")
-        .replace("    return z.sum().item()\n", "    return z.sum().item()  # streamlint: ignore[SL003]\n");
+        .replace(
+            "        z = y + 1\n",
+            "        z = y + 1  # noqa: SL001, SL003\n",
+        )
+        .replace(
+            "    return z.sum().item()\n",
+            "    return z.sum().item()  # streamlint: ignore[SL003]\n",
+        );
     let file = write(&dir, "train.py", suppressed.as_bytes());
     let (code, out, _) = run(&["check", "--output-format", "concise", &file]);
     assert_eq!((code, out.as_str()), (0, ""));
-    let stale = BUGGY.replace("    y = x * 2\n", "    y = x * 2  # streamlint: ignore[SL002]\n");
+    let stale = BUGGY.replace(
+        "    y = x * 2\n",
+        "    y = x * 2  # streamlint: ignore[SL002]\n",
+    );
     let file = write(&dir, "stale.py", stale.as_bytes());
-    let (_, out, _) = run(&["check", "--output-format", "concise", "--select", "SL901", &file]);
-    assert!(out.contains(":5:") && out.contains("SL901 unused suppression of SL002"), "{out}");
+    let (_, out, _) = run(&[
+        "check",
+        "--output-format",
+        "concise",
+        "--select",
+        "SL901",
+        &file,
+    ]);
+    assert!(
+        out.contains(":5:") && out.contains("SL901 unused suppression of SL002"),
+        "{out}"
+    );
 }
 
-const BUGGY_RS: &str = "use cudarc::driver::{CudaContext, CudaFunction, DriverError, LaunchConfig, PushKernelArg};
+const BUGGY_RS: &str =
+    "use cudarc::driver::{CudaContext, CudaFunction, DriverError, LaunchConfig, PushKernelArg};
 
 pub fn step(f: &CudaFunction, g: &CudaFunction) -> Result<Vec<f32>, DriverError> {
     let ctx = CudaContext::new(0)?;
@@ -183,16 +283,43 @@ fn rust_findings_carry_a_join_fix_and_honour_suppressions() {
     let (code, out, _) = run(&["check", "--output-format", "json", &file]);
     assert_eq!(code, 1, "{out}");
     let items: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let sl003 = items.as_array().unwrap().iter().find(|i| i["code"] == "SL003").expect("an SL003 finding");
+    let sl003 = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["code"] == "SL003")
+        .expect("an SL003 finding");
     assert_eq!(sl003["location"]["row"], 10);
     let edit = &sl003["fix"]["edits"][0];
     assert_eq!(edit["content"], "    b.join(&a)?;\n");
-    assert_eq!((edit["location"]["row"].as_u64(), edit["location"]["column"].as_u64()), (Some(10), Some(1)));
-    let fixed = BUGGY_RS.replace("    unsafe { b.launch", "    b.join(&a)?;\n    unsafe { b.launch");
-    let (code, out, _) = run(&["check", "--output-format", "concise", &write(&dir, "fixed.rs", fixed.as_bytes())]);
+    assert_eq!(
+        (
+            edit["location"]["row"].as_u64(),
+            edit["location"]["column"].as_u64()
+        ),
+        (Some(10), Some(1))
+    );
+    let fixed = BUGGY_RS.replace(
+        "    unsafe { b.launch",
+        "    b.join(&a)?;\n    unsafe { b.launch",
+    );
+    let (code, out, _) = run(&[
+        "check",
+        "--output-format",
+        "concise",
+        &write(&dir, "fixed.rs", fixed.as_bytes()),
+    ]);
     assert_eq!((code, out.as_str()), (0, ""));
-    let suppressed = BUGGY_RS.replace("launch(cfg) }?;\n    b.clone", "launch(cfg) }?; // streamlint: ignore[SL003]\n    b.clone");
-    let (code, out, _) = run(&["check", "--output-format", "concise", &write(&dir, "quiet.rs", suppressed.as_bytes())]);
+    let suppressed = BUGGY_RS.replace(
+        "launch(cfg) }?;\n    b.clone",
+        "launch(cfg) }?; // streamlint: ignore[SL003]\n    b.clone",
+    );
+    let (code, out, _) = run(&[
+        "check",
+        "--output-format",
+        "concise",
+        &write(&dir, "quiet.rs", suppressed.as_bytes()),
+    ]);
     assert_eq!((code, out.as_str()), (0, ""));
 }
 
@@ -205,14 +332,26 @@ fn a_fix_that_would_split_a_statement_is_not_offered() {
         "    let _ = std::convert::identity(\n        unsafe { b.launch_builder(g).arg(&mut x).launch(cfg) }?,\n    );\n",
     );
     let dir = scratch("split");
-    let (code, out, _) = run(&["check", "--output-format", "json", &write(&dir, "split.rs", split.as_bytes())]);
+    let (code, out, _) = run(&[
+        "check",
+        "--output-format",
+        "json",
+        &write(&dir, "split.rs", split.as_bytes()),
+    ]);
     assert_eq!(code, 1, "{out}");
     let items: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let sl003 = items.as_array().unwrap().iter().find(|i| i["code"] == "SL003").expect("an SL003 finding");
+    let sl003 = items
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["code"] == "SL003")
+        .expect("an SL003 finding");
     assert_eq!(sl003["location"]["row"], 11);
     assert!(sl003["fix"].is_null(), "{sl003}");
 }
 
 fn streamlint_rules_count() -> usize {
-    std::fs::read_dir(repo_root().join("rules")).unwrap().count()
+    std::fs::read_dir(repo_root().join("rules"))
+        .unwrap()
+        .count()
 }

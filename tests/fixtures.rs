@@ -10,14 +10,22 @@ use streamlint_tests::{expectations, fixture_files, repo_root};
 #[test]
 fn python_fixtures_match_their_expectations() {
     let files = fixture_files("python", "py");
-    assert!(files.len() >= 108, "expected the SL001-SL009 fixtures, found {}", files.len());
+    assert!(
+        files.len() >= 108,
+        "expected the SL001-SL009 fixtures, found {}",
+        files.len()
+    );
     check_fixtures(&files);
 }
 
 #[test]
 fn rust_fixtures_match_their_expectations() {
     let files = fixture_files("rust", "rs");
-    assert!(files.len() >= 64, "expected the Rust fixtures, found {}", files.len());
+    assert!(
+        files.len() >= 64,
+        "expected the Rust fixtures, found {}",
+        files.len()
+    );
     check_fixtures(&files);
 }
 
@@ -29,9 +37,15 @@ fn check_fixtures(files: &[std::path::PathBuf]) {
         let expected = expectations(&source);
         let index = LineIndex::new(&source);
         let findings = check_source(path, &source, &settings);
-        let actual: BTreeSet<(usize, String)> =
-            findings.iter().map(|f| (index.position(f.span.start).row, f.code.to_string())).collect();
-        let rel = path.strip_prefix(repo_root()).unwrap_or(path).display().to_string();
+        let actual: BTreeSet<(usize, String)> = findings
+            .iter()
+            .map(|f| (index.position(f.span.start).row, f.code.to_string()))
+            .collect();
+        let rel = path
+            .strip_prefix(repo_root())
+            .unwrap_or(path)
+            .display()
+            .to_string();
         for (line, code) in expected.difference(&actual) {
             failures.push(format!("{rel}:{line}: missing {code}"));
         }
@@ -42,7 +56,12 @@ fn check_fixtures(files: &[std::path::PathBuf]) {
             }
         }
     }
-    assert!(failures.is_empty(), "{} fixture mismatches:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} fixture mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Every rule with a page has bad and good fixtures in each of its languages, and every bad file
@@ -58,7 +77,10 @@ fn every_rule_has_bad_and_good_fixtures() {
             .collect();
         let bad = names.iter().filter(|n| n.starts_with("bad_")).count();
         let good = names.iter().filter(|n| n.starts_with("good_")).count();
-        assert!(bad >= least && good >= least, "{language}/{rule}: {bad} bad and {good} good fixtures, want at least {least} each");
+        assert!(
+            bad >= least && good >= least,
+            "{language}/{rule}: {bad} bad and {good} good fixtures, want at least {least} each"
+        );
         for n in names.iter().filter(|n| n.starts_with("bad_")) {
             let source = std::fs::read_to_string(dir.join(n)).unwrap();
             assert!(
@@ -72,12 +94,25 @@ fn every_rule_has_bad_and_good_fixtures() {
 /// (rule, language, fewest fixtures of each kind) from the front matter of every rule page.
 fn rule_languages() -> Vec<(String, String, usize)> {
     let mut out = Vec::new();
-    for page in std::fs::read_dir(repo_root().join("rules")).expect("rules/ exists").flatten() {
+    for page in std::fs::read_dir(repo_root().join("rules"))
+        .expect("rules/ exists")
+        .flatten()
+    {
         let name = page.file_name().to_string_lossy().into_owned();
-        let Some(code) = name.strip_suffix(".md") else { continue };
+        let Some(code) = name.strip_suffix(".md") else {
+            continue;
+        };
         let text = std::fs::read_to_string(page.path()).unwrap();
-        let languages = text.lines().find_map(|l| l.strip_prefix("languages:")).expect("front matter lists languages");
-        for language in languages.trim().trim_start_matches('[').trim_end_matches(']').split(',') {
+        let languages = text
+            .lines()
+            .find_map(|l| l.strip_prefix("languages:"))
+            .expect("front matter lists languages");
+        for language in languages
+            .trim()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .split(',')
+        {
             let language = language.trim().to_string();
             let least = if language == "python" { 6 } else { 4 };
             out.push((code.to_string(), language, least));
@@ -97,21 +132,45 @@ fn rust_fixes_remove_their_findings() {
         for finding in check_source(&path, &source, &settings) {
             let Some(fix) = &finding.fix else { continue };
             let after = fix.apply(&source);
-            let rel = path.strip_prefix(repo_root()).unwrap_or(&path).display().to_string();
+            let rel = path
+                .strip_prefix(repo_root())
+                .unwrap_or(&path)
+                .display()
+                .to_string();
             if reported_unparsable(&after) {
                 failures.push(format!("{rel}: the fixed file does not parse"));
             }
-            if check_source(&path, &after, &settings).iter().any(|f| f.code == finding.code) {
-                failures.push(format!("{rel}: {} remains after `{}`", finding.code, fix.statement));
+            if check_source(&path, &after, &settings)
+                .iter()
+                .any(|f| f.code == finding.code)
+            {
+                failures.push(format!(
+                    "{rel}: {} remains after `{}`",
+                    finding.code, fix.statement
+                ));
             }
             fixed += 1;
         }
     }
-    assert!(fixed >= 10, "expected fixes on the Rust bad fixtures, found {fixed}");
-    assert!(failures.is_empty(), "{} fix failures:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        fixed >= 10,
+        "expected fixes on the Rust bad fixtures, found {fixed}"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} fix failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// A fixed file that fails to parse is reported by the linter as SL900.
 fn reported_unparsable(source: &str) -> bool {
-    check_source(std::path::Path::new("fixed.rs"), source, &Settings::default()).iter().any(|f| f.code == "SL900")
+    check_source(
+        std::path::Path::new("fixed.rs"),
+        source,
+        &Settings::default(),
+    )
+    .iter()
+    .any(|f| f.code == "SL900")
 }

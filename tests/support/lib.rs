@@ -30,13 +30,19 @@ pub fn repo_root() -> PathBuf {
 /// Every fixture file with `extension` under `fixtures/<language>/`, sorted.
 pub fn fixture_files(language: &str, extension: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    collect(&repo_root().join("fixtures").join(language), extension, &mut out);
+    collect(
+        &repo_root().join("fixtures").join(language),
+        extension,
+        &mut out,
+    );
     out.sort();
     out
 }
 
 fn collect(dir: &Path, extension: &str, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
     for e in entries.flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -54,5 +60,9 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
     let mut err = Vec::new();
     let argv = std::iter::once("streamlint").chain(args.iter().copied());
     let code = streamlint_cli::run(argv, &mut out, &mut err);
-    (code, String::from_utf8(out).expect("UTF-8 output"), String::from_utf8(err).expect("UTF-8 errors"))
+    (
+        code,
+        String::from_utf8(out).expect("UTF-8 output"),
+        String::from_utf8(err).expect("UTF-8 errors"),
+    )
 }

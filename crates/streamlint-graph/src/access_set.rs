@@ -18,7 +18,9 @@ impl AccessSet {
 
     pub fn contains(&self, op: OpId) -> bool {
         let i = op.index();
-        self.words.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+        self.words
+            .get(i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 
     pub fn insert(&mut self, op: OpId) {
@@ -54,7 +56,12 @@ impl AccessSet {
 
     /// Meet of two paths' ordering knowledge. An access is known as ordered after the join if
     /// each path either knows it as ordered or never performed it (then ordering is vacuous).
-    pub fn meet_ordered(&mut self, performed: &AccessSet, other: &AccessSet, other_performed: &AccessSet) {
+    pub fn meet_ordered(
+        &mut self,
+        performed: &AccessSet,
+        other: &AccessSet,
+        other_performed: &AccessSet,
+    ) {
         let n = self.words.len().max(other.words.len());
         let word = |set: &AccessSet, i: usize| set.words.get(i).copied().unwrap_or(0);
         let merged = (0..n)
@@ -90,10 +97,16 @@ mod tests {
         m.insert(OpId(7));
         let performed_m = m.clone();
         m.meet_ordered(&performed_m, &AccessSet::default(), &AccessSet::default());
-        assert!(m.contains(OpId(7)), "not performed on the other path: vacuously ordered");
+        assert!(
+            m.contains(OpId(7)),
+            "not performed on the other path: vacuously ordered"
+        );
         let mut m2 = performed_m.clone();
         m2.meet_ordered(&performed_m, &AccessSet::default(), &performed_m);
-        assert!(!m2.contains(OpId(7)), "performed but not ordered on the other path");
+        assert!(
+            !m2.contains(OpId(7)),
+            "performed but not ordered on the other path"
+        );
         b.union_with(&a);
         assert_eq!(b, a);
         a.remove(OpId(3));

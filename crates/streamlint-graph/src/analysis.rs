@@ -38,7 +38,11 @@ impl<'b> Analysis<'b> {
                 }
                 dirty[block.index()] = false;
                 visits[block.index()] += 1;
-                let mut state = if block == body.entry { Some(State::default()) } else { None };
+                let mut state = if block == body.entry {
+                    Some(State::default())
+                } else {
+                    None
+                };
                 for p in &preds[block.index()] {
                     if let Some(ps) = &exit_states[p.index()] {
                         match &mut state {
@@ -66,12 +70,18 @@ impl<'b> Analysis<'b> {
                 break;
             }
         }
-        Analysis { body, order, entry_states }
+        Analysis {
+            body,
+            order,
+            entry_states,
+        }
     }
 
     /// Can control come back to `op` (is it inside a loop)?
     pub fn in_cycle(&self, op: OpId) -> bool {
-        let Some(block) = self.body.blocks.iter().position(|b| b.ops.contains(&op)) else { return false };
+        let Some(block) = self.body.blocks.iter().position(|b| b.ops.contains(&op)) else {
+            return false;
+        };
         let start = BlockId(block as u32);
         let mut seen = vec![false; self.body.blocks.len()];
         let mut stack: Vec<BlockId> = self.body.blocks[block].succs.clone();
@@ -89,7 +99,9 @@ impl<'b> Analysis<'b> {
     /// Visit every reachable op once, in control-flow order, with the state just before it.
     pub fn walk(&self, mut visit: impl FnMut(OpId, &Op, &State)) {
         for &block in &self.order {
-            let Some(mut state) = self.entry_states[block.index()].clone() else { continue };
+            let Some(mut state) = self.entry_states[block.index()].clone() else {
+                continue;
+            };
             for &op in &self.body.blocks[block.index()].ops {
                 visit(op, self.body.op(op), &state);
                 state.apply(self.body, op);

@@ -172,20 +172,31 @@ pub enum EscapeKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum OpKind {
     /// A fresh value of `buffer` is written on `stream`.
-    Produce { buffer: BufferId, stream: StreamId, how: Production },
+    Produce {
+        buffer: BufferId,
+        stream: StreamId,
+        how: Production,
+    },
     /// Device work on `stream` reads `buffer`.
     Read { buffer: BufferId, stream: StreamId },
     /// Device work on `stream` writes `buffer` in place.
     Write { buffer: BufferId, stream: StreamId },
     /// Work enqueued on `stream` through a raw pointer to `buffer` (outside any tracking).
-    Raw { buffer: BufferId, stream: StreamId, write: bool },
+    Raw {
+        buffer: BufferId,
+        stream: StreamId,
+        write: bool,
+    },
     /// A guard that orders raw work on `buffer` with `stream` is taken (the pointer is handed
     /// out); the raw work must be enqueued while it is held.
     GuardTaken { buffer: BufferId, stream: StreamId },
     /// The guard is released (dropped, discarded).
     GuardReleased { buffer: BufferId },
     /// The last handle of a stream goes away (with consequences for automatic tracking).
-    EndStream { stream: StreamId, at_scope_end: bool },
+    EndStream {
+        stream: StreamId,
+        at_scope_end: bool,
+    },
     /// The host reads a host buffer.
     HostRead { buffer: BufferId },
     /// The host writes a host buffer.
@@ -207,7 +218,10 @@ pub enum OpKind {
     /// The host waits for every stream of the device.
     SyncDevice,
     /// The memory of `buffer` is returned to the allocator.
-    Release { buffer: BufferId, cause: ReleaseCause },
+    Release {
+        buffer: BufferId,
+        cause: ReleaseCause,
+    },
     /// The value leaves the body's control.
     Escape { buffer: BufferId, kind: EscapeKind },
     /// An event leaves the body (returned or stored): whoever receives it can order later work
@@ -235,13 +249,15 @@ pub struct Block {
     pub succs: Vec<BlockId>,
 }
 
-/// Source spellings a frontend provides so that rules can suggest fixes without knowing the
-/// language. `{buffer}`, `{stream}`, `{waiter}`, `{waitee}` are replaced by expressions.
+/// How a frontend's language spells the calls rules suggest, so that rules can propose fixes
+/// without knowing the language. Each function gets the source expressions of its operands.
 #[derive(Clone, Debug)]
 pub struct Spelling {
-    /// `None` where the language has no such call (the allocator is told nothing).
-    pub record_stream: Option<&'static str>,
-    pub wait_stream: &'static str,
+    /// `(buffer, stream)` → the call telling the allocator about a use; `None` where the
+    /// language has no such call (the allocator is told nothing).
+    pub record_stream: Option<fn(&str, &str) -> String>,
+    /// `(waiter, waitee)` → the call making `waiter` wait for the work queued on `waitee`.
+    pub wait_stream: fn(&str, &str) -> String,
     pub line_comment: &'static str,
     /// What turns a spelled call into a statement that can be inserted on a line of its own
     /// (`;` in Rust). `None` where insertion needs more than a line (Python: the statement may
@@ -286,7 +302,10 @@ impl Body {
     }
     /// Every op in storage order (not control-flow order).
     pub fn ops_iter(&self) -> impl Iterator<Item = (OpId, &Op)> {
-        self.ops.iter().enumerate().map(|(i, op)| (OpId(i as u32), op))
+        self.ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| (OpId(i as u32), op))
     }
     /// Predecessor lists, computed on demand.
     pub fn predecessors(&self) -> Vec<Vec<BlockId>> {
@@ -297,14 +316,6 @@ impl Body {
             }
         }
         preds
-    }
-    /// Fill a spelling template.
-    pub fn spell(&self, template: &str, pairs: &[(&str, &str)]) -> String {
-        let mut out = template.to_string();
-        for (k, v) in pairs {
-            out = out.replace(&format!("{{{k}}}"), v);
-        }
-        out
     }
 }
 
@@ -344,7 +355,10 @@ impl BodyBuilder {
             device_forbidden: None,
             returns_to_ambient: true,
         };
-        BodyBuilder { body, current: BlockId(0) }
+        BodyBuilder {
+            body,
+            current: BlockId(0),
+        }
     }
 
     pub fn ambient(&self) -> StreamId {
@@ -417,7 +431,11 @@ impl BodyBuilder {
     }
     /// Remember the control-flow graph as it is, to undo a trial lowering (entities stay).
     pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint { ops: self.body.ops.len(), blocks: self.body.blocks.clone(), current: self.current }
+        Checkpoint {
+            ops: self.body.ops.len(),
+            blocks: self.body.blocks.clone(),
+            current: self.current,
+        }
     }
     pub fn rollback(&mut self, cp: Checkpoint) {
         self.body.ops.truncate(cp.ops);

@@ -105,14 +105,26 @@ impl State {
     /// Writes of `buffer` that work on `consumer` would race with.
     pub fn unordered_writes(&self, buffer: BufferId, consumer: StreamId) -> Vec<(StreamId, OpId)> {
         self.buffer(buffer)
-            .map(|b| b.writes.iter().copied().filter(|&(s, a)| !self.ordered(consumer, s, a)).collect())
+            .map(|b| {
+                b.writes
+                    .iter()
+                    .copied()
+                    .filter(|&(s, a)| !self.ordered(consumer, s, a))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
     /// Reads of `buffer` that a write on `consumer` would race with.
     pub fn unordered_reads(&self, buffer: BufferId, consumer: StreamId) -> Vec<(StreamId, OpId)> {
         self.buffer(buffer)
-            .map(|b| b.reads.iter().copied().filter(|&(s, a)| !self.ordered(consumer, s, a)).collect())
+            .map(|b| {
+                b.reads
+                    .iter()
+                    .copied()
+                    .filter(|&(s, a)| !self.ordered(consumer, s, a))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -120,17 +132,27 @@ impl State {
     /// not cover: no `record_stream` of that stream, no host sync after the use, and no wait of
     /// the allocation stream on the use (the reverse-wait discipline).
     pub fn uncovered_uses(&self, buffer: BufferId) -> Vec<(StreamId, OpId)> {
-        let Some(b) = self.buffer(buffer) else { return Vec::new() };
+        let Some(b) = self.buffer(buffer) else {
+            return Vec::new();
+        };
         self.uncovered_uses_on(buffer, b.alloc_stream)
     }
 
     /// The same, for memory freed in stream order on `free_stream`.
-    pub fn uncovered_uses_on(&self, buffer: BufferId, free_stream: StreamId) -> Vec<(StreamId, OpId)> {
-        let Some(b) = self.buffer(buffer) else { return Vec::new() };
+    pub fn uncovered_uses_on(
+        &self,
+        buffer: BufferId,
+        free_stream: StreamId,
+    ) -> Vec<(StreamId, OpId)> {
+        let Some(b) = self.buffer(buffer) else {
+            return Vec::new();
+        };
         b.uses
             .iter()
             .copied()
-            .filter(|&(s, u)| s != free_stream && !b.recorded.contains(&s) && !self.ordered(free_stream, s, u))
+            .filter(|&(s, u)| {
+                s != free_stream && !b.recorded.contains(&s) && !self.ordered(free_stream, s, u)
+            })
             .collect()
     }
 
@@ -180,19 +202,30 @@ impl State {
     /// (known as ordered where all of them were), because the next instance of `from` will
     /// perform the same ops again and must not be mistaken for this one.
     fn carry(&mut self, carry: OpId, from: BufferId, into: BufferId) {
-        let Some(mut b) = self.buffers.get(&from).cloned() else { return };
-        let accesses: Vec<OpId> = b.writes.iter().chain(&b.reads).chain(&b.uses).map(|(_, a)| *a).collect();
+        let Some(mut b) = self.buffers.get(&from).cloned() else {
+            return;
+        };
+        let accesses: Vec<OpId> = b
+            .writes
+            .iter()
+            .chain(&b.reads)
+            .chain(&b.uses)
+            .map(|(_, a)| *a)
+            .collect();
         let rename = |set: &mut AccessSet| {
             if accesses.iter().all(|a| set.contains(*a)) {
                 set.insert(carry);
             }
         };
         self.visible.values_mut().for_each(rename);
-        self.events.values_mut().for_each(|e| rename(&mut e.snapshot));
+        self.events
+            .values_mut()
+            .for_each(|e| rename(&mut e.snapshot));
         rename(&mut self.host);
         rename(&mut self.handed_off);
         self.performed.insert(carry);
-        let relabel = |set: &BTreeSet<(StreamId, OpId)>| set.iter().map(|(s, _)| (*s, carry)).collect();
+        let relabel =
+            |set: &BTreeSet<(StreamId, OpId)>| set.iter().map(|(s, _)| (*s, carry)).collect();
         b.writes = relabel(&b.writes);
         b.reads = relabel(&b.reads);
         b.uses = relabel(&b.uses);
@@ -203,7 +236,11 @@ impl State {
     /// Apply one operation.
     pub fn apply(&mut self, body: &Body, id: OpId) {
         match body.op(id).kind {
-            OpKind::Produce { buffer, stream, how } => {
+            OpKind::Produce {
+                buffer,
+                stream,
+                how,
+            } => {
                 let one = if how == Production::Host {
                     BTreeSet::new()
                 } else {
@@ -224,7 +261,9 @@ impl State {
                     },
                 );
             }
-            OpKind::Read { buffer, stream } | OpKind::Write { buffer, stream } | OpKind::Raw { buffer, stream, .. } => {
+            OpKind::Read { buffer, stream }
+            | OpKind::Write { buffer, stream }
+            | OpKind::Raw { buffer, stream, .. } => {
                 if !self.buffers.contains_key(&buffer) {
                     return;
                 }
@@ -232,7 +271,10 @@ impl State {
                 let b = self.buffers.get_mut(&buffer).expect("checked above");
                 b.uses.retain(|(s, _)| *s != stream);
                 b.uses.insert((stream, id));
-                if matches!(body.op(id).kind, OpKind::Write { .. } | OpKind::Raw { write: true, .. }) {
+                if matches!(
+                    body.op(id).kind,
+                    OpKind::Write { .. } | OpKind::Raw { write: true, .. }
+                ) {
                     b.writes = BTreeSet::from([(stream, id)]);
                     b.reads.clear();
                 } else {
@@ -270,7 +312,11 @@ impl State {
                 let snapshot = self.visible(stream).clone();
                 self.events.insert(
                     event,
-                    EventState { recorded: Recorded::Always, snapshot, streams: BTreeSet::from([stream]) },
+                    EventState {
+                        recorded: Recorded::Always,
+                        snapshot,
+                        streams: BTreeSet::from([stream]),
+                    },
                 );
             }
             OpKind::WaitEvent { event, stream } => {
@@ -296,7 +342,11 @@ impl State {
                 }
             }
             OpKind::NewEvent { event } => {
-                let fresh = EventState { recorded: Recorded::Never, snapshot: AccessSet::new(), streams: BTreeSet::new() };
+                let fresh = EventState {
+                    recorded: Recorded::Never,
+                    snapshot: AccessSet::new(),
+                    streams: BTreeSet::new(),
+                };
                 self.events.insert(event, fresh);
             }
             OpKind::SyncStream { stream } => {
@@ -304,7 +354,11 @@ impl State {
                 self.host.union_with(&known);
             }
             OpKind::SyncEvent { event } => {
-                if let Some(e) = self.events.get(&event).filter(|e| e.recorded != Recorded::Never) {
+                if let Some(e) = self
+                    .events
+                    .get(&event)
+                    .filter(|e| e.recorded != Recorded::Never)
+                {
                     let known = e.snapshot.clone();
                     self.host.union_with(&known);
                 }
@@ -330,7 +384,8 @@ impl State {
             }
             OpKind::Carry { from, into } => self.carry(id, from, into),
             OpKind::ScopeEnd => {
-                self.buffers.retain(|id, b| b.escaped || body.buffer(*id).owner != Owner::Local);
+                self.buffers
+                    .retain(|id, b| b.escaped || body.buffer(*id).owner != Owner::Local);
             }
         }
     }
@@ -341,7 +396,12 @@ impl State {
         let meet = |a: &mut AccessSet, b: &AccessSet| a.meet_ordered(&mine, b, theirs_done);
         // Work the host waited for precedes anything enqueued later, on every stream: a stream
         // may know an access by a wait on one path and through a host sync on the other.
-        let streams: BTreeSet<StreamId> = self.visible.keys().chain(other.visible.keys()).copied().collect();
+        let streams: BTreeSet<StreamId> = self
+            .visible
+            .keys()
+            .chain(other.visible.keys())
+            .copied()
+            .collect();
         for s in streams {
             let mut theirs = other.visible(s).clone();
             theirs.union_with(&other.host);
@@ -391,13 +451,19 @@ impl State {
             }
         });
         meet_map(&mut self.ended, &other.ended, |_, _| {});
-        meet_map(&mut self.last_waits, &other.last_waits, |a, b| *a = (*a).max(*b));
+        meet_map(&mut self.last_waits, &other.last_waits, |a, b| {
+            *a = (*a).max(*b)
+        });
     }
 }
 
 /// Meet two maps of may-facts key by key: keys on both sides are combined with `both`; keys on
 /// one side only are kept.
-fn meet_map<K: Ord + Copy, V: Clone>(ours: &mut BTreeMap<K, V>, theirs: &BTreeMap<K, V>, both: impl Fn(&mut V, &V)) {
+fn meet_map<K: Ord + Copy, V: Clone>(
+    ours: &mut BTreeMap<K, V>,
+    theirs: &BTreeMap<K, V>,
+    both: impl Fn(&mut V, &V),
+) {
     for (k, v) in theirs {
         ours.entry(*k).or_insert_with(|| v.clone());
     }

@@ -3,27 +3,53 @@
 use crate::*;
 
 fn spelling() -> Spelling {
-    Spelling { record_stream: Some("{buffer}.record_stream({stream})"), wait_stream: "{waiter}.wait_stream({waitee})", line_comment: "#", statement_end: None }
+    Spelling {
+        record_stream: Some(|buffer, stream| format!("{buffer}.record_stream({stream})")),
+        wait_stream: |waiter, waitee| format!("{waiter}.wait_stream({waitee})"),
+        line_comment: "#",
+        statement_end: None,
+    }
 }
 
 fn stream(name: &str, origin: StreamOrigin) -> Stream {
-    Stream { display: name.into(), expr: name.into(), origin, span: None }
+    Stream {
+        display: name.into(),
+        expr: name.into(),
+        origin,
+        span: None,
+    }
 }
 
 /// A builder with the ambient stream and one side stream.
 fn builder() -> (BodyBuilder, StreamId, StreamId) {
-    let mut b = BodyBuilder::new("f", Span::default(), spelling(), stream("main", StreamOrigin::Ambient));
+    let mut b = BodyBuilder::new(
+        "f",
+        Span::default(),
+        spelling(),
+        stream("main", StreamOrigin::Ambient),
+    );
     let main = b.ambient();
     let side = b.add_stream(stream("side", StreamOrigin::Created));
     (b, main, side)
 }
 
 fn tensor(b: &mut BodyBuilder, name: &str) -> BufferId {
-    b.add_buffer(Buffer { name: name.into(), memory: Memory::Device, owner: Owner::Local })
+    b.add_buffer(Buffer {
+        name: name.into(),
+        memory: Memory::Device,
+        owner: Owner::Local,
+    })
 }
 
 fn produce(b: &mut BodyBuilder, buffer: BufferId, stream: StreamId) -> OpId {
-    b.push(OpKind::Produce { buffer, stream, how: Production::Compute }, Span::default())
+    b.push(
+        OpKind::Produce {
+            buffer,
+            stream,
+            how: Production::Compute,
+        },
+        Span::default(),
+    )
 }
 
 fn read(b: &mut BodyBuilder, buffer: BufferId, stream: StreamId) -> OpId {
@@ -57,13 +83,23 @@ fn wait_stream_orders_earlier_work_only() {
     let x = tensor(&mut b, "x");
     let y = tensor(&mut b, "y");
     produce(&mut b, x, main);
-    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    b.push(
+        OpKind::WaitStream {
+            waiter: side,
+            waitee: main,
+        },
+        Span::default(),
+    );
     produce(&mut b, y, main);
     let r = read(&mut b, x, side);
     let r2 = read(&mut b, y, side);
     let body = b.finish();
     assert!(before(&body, r).unordered_writes(x, side).is_empty());
-    assert_eq!(before(&body, r2).unordered_writes(y, side).len(), 1, "wait_stream is a snapshot");
+    assert_eq!(
+        before(&body, r2).unordered_writes(y, side).len(),
+        1,
+        "wait_stream is a snapshot"
+    );
 }
 
 #[test]
@@ -72,8 +108,20 @@ fn waits_are_transitive() {
     let third = b.add_stream(stream("third", StreamOrigin::Created));
     let x = tensor(&mut b, "x");
     produce(&mut b, x, main);
-    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
-    b.push(OpKind::WaitStream { waiter: third, waitee: side }, Span::default());
+    b.push(
+        OpKind::WaitStream {
+            waiter: side,
+            waitee: main,
+        },
+        Span::default(),
+    );
+    b.push(
+        OpKind::WaitStream {
+            waiter: third,
+            waitee: side,
+        },
+        Span::default(),
+    );
     let r = read(&mut b, x, third);
     let body = b.finish();
     assert!(before(&body, r).unordered_writes(x, third).is_empty());
@@ -82,15 +130,49 @@ fn waits_are_transitive() {
 #[test]
 fn events_capture_the_recording_point() {
     let (mut b, main, side) = builder();
-    let early = b.add_event(Event { name: "early".into(), expr: "early".into(), created: None, internal: false });
-    let late = b.add_event(Event { name: "late".into(), expr: "late".into(), created: None, internal: false });
+    let early = b.add_event(Event {
+        name: "early".into(),
+        expr: "early".into(),
+        created: None,
+        internal: false,
+    });
+    let late = b.add_event(Event {
+        name: "late".into(),
+        expr: "late".into(),
+        created: None,
+        internal: false,
+    });
     let x = tensor(&mut b, "x");
-    b.push(OpKind::RecordEvent { event: early, stream: main }, Span::default());
+    b.push(
+        OpKind::RecordEvent {
+            event: early,
+            stream: main,
+        },
+        Span::default(),
+    );
     produce(&mut b, x, main);
-    b.push(OpKind::WaitEvent { event: early, stream: side }, Span::default());
+    b.push(
+        OpKind::WaitEvent {
+            event: early,
+            stream: side,
+        },
+        Span::default(),
+    );
     let r1 = read(&mut b, x, side);
-    b.push(OpKind::RecordEvent { event: late, stream: main }, Span::default());
-    b.push(OpKind::WaitEvent { event: late, stream: side }, Span::default());
+    b.push(
+        OpKind::RecordEvent {
+            event: late,
+            stream: main,
+        },
+        Span::default(),
+    );
+    b.push(
+        OpKind::WaitEvent {
+            event: late,
+            stream: side,
+        },
+        Span::default(),
+    );
     let r2 = read(&mut b, x, side);
     let body = b.finish();
     assert_eq!(before(&body, r1).unordered_writes(x, side).len(), 1);
@@ -101,11 +183,28 @@ fn events_capture_the_recording_point() {
 fn event_recorded_on_the_wrong_stream_orders_nothing() {
     let (mut b, main, side) = builder();
     let third = b.add_stream(stream("third", StreamOrigin::Created));
-    let e = b.add_event(Event { name: "e".into(), expr: "e".into(), created: None, internal: false });
+    let e = b.add_event(Event {
+        name: "e".into(),
+        expr: "e".into(),
+        created: None,
+        internal: false,
+    });
     let x = tensor(&mut b, "x");
     produce(&mut b, x, side);
-    b.push(OpKind::RecordEvent { event: e, stream: third }, Span::default());
-    b.push(OpKind::WaitEvent { event: e, stream: main }, Span::default());
+    b.push(
+        OpKind::RecordEvent {
+            event: e,
+            stream: third,
+        },
+        Span::default(),
+    );
+    b.push(
+        OpKind::WaitEvent {
+            event: e,
+            stream: main,
+        },
+        Span::default(),
+    );
     let r = read(&mut b, x, main);
     let body = b.finish();
     assert_eq!(before(&body, r).unordered_writes(x, main).len(), 1);
@@ -116,7 +215,13 @@ fn self_wait_is_noted_and_orders_nothing() {
     let (mut b, main, side) = builder();
     let x = tensor(&mut b, "x");
     produce(&mut b, x, main);
-    let w = b.push(OpKind::WaitStream { waiter: side, waitee: side }, Span::default());
+    let w = b.push(
+        OpKind::WaitStream {
+            waiter: side,
+            waitee: side,
+        },
+        Span::default(),
+    );
     let r = read(&mut b, x, side);
     let body = b.finish();
     let s = before(&body, r);
@@ -147,9 +252,21 @@ fn write_after_read_needs_ordering() {
     let (mut b, main, side) = builder();
     let x = tensor(&mut b, "x");
     produce(&mut b, x, main);
-    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    b.push(
+        OpKind::WaitStream {
+            waiter: side,
+            waitee: main,
+        },
+        Span::default(),
+    );
     read(&mut b, x, side);
-    let w = b.push(OpKind::Write { buffer: x, stream: main }, Span::default());
+    let w = b.push(
+        OpKind::Write {
+            buffer: x,
+            stream: main,
+        },
+        Span::default(),
+    );
     let body = b.finish();
     assert_eq!(before(&body, w).unordered_reads(x, main).len(), 1);
 }
@@ -161,18 +278,48 @@ fn release_needs_record_stream_reverse_wait_or_sync() {
         let (mut b, main, side) = builder();
         let x = tensor(&mut b, "x");
         produce(&mut b, x, main);
-        b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+        b.push(
+            OpKind::WaitStream {
+                waiter: side,
+                waitee: main,
+            },
+            Span::default(),
+        );
         if cover == "wait_before_use" {
-            b.push(OpKind::WaitStream { waiter: main, waitee: side }, Span::default());
+            b.push(
+                OpKind::WaitStream {
+                    waiter: main,
+                    waitee: side,
+                },
+                Span::default(),
+            );
         }
         read(&mut b, x, side);
         match cover {
-            "record" => drop(b.push(OpKind::RecordStream { buffer: x, stream: side }, Span::default())),
-            "reverse_wait" => drop(b.push(OpKind::WaitStream { waiter: main, waitee: side }, Span::default())),
+            "record" => drop(b.push(
+                OpKind::RecordStream {
+                    buffer: x,
+                    stream: side,
+                },
+                Span::default(),
+            )),
+            "reverse_wait" => drop(b.push(
+                OpKind::WaitStream {
+                    waiter: main,
+                    waitee: side,
+                },
+                Span::default(),
+            )),
             "sync" => drop(b.push(OpKind::SyncStream { stream: side }, Span::default())),
             _ => {}
         }
-        let rel = b.push(OpKind::Release { buffer: x, cause: ReleaseCause::Delete }, Span::default());
+        let rel = b.push(
+            OpKind::Release {
+                buffer: x,
+                cause: ReleaseCause::Delete,
+            },
+            Span::default(),
+        );
         let body = b.finish();
         let uncovered = before(&body, rel).uncovered_uses(x);
         let expect_hazard = matches!(cover, "none" | "wait_before_use");
@@ -191,7 +338,13 @@ fn a_sync_on_one_branch_does_not_count_after_the_join() {
     b.edge(entry, then);
     b.edge(entry, join);
     b.switch_to(then);
-    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    b.push(
+        OpKind::WaitStream {
+            waiter: side,
+            waitee: main,
+        },
+        Span::default(),
+    );
     b.edge(then, join);
     b.switch_to(join);
     let r = read(&mut b, x, side);
@@ -205,7 +358,13 @@ fn loop_carried_hazards_are_found() {
     let (mut b, main, side) = builder();
     let x = tensor(&mut b, "x");
     produce(&mut b, x, main);
-    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    b.push(
+        OpKind::WaitStream {
+            waiter: side,
+            waitee: main,
+        },
+        Span::default(),
+    );
     let entry = b.current();
     let head = b.new_block();
     let body_block = b.new_block();
@@ -215,7 +374,13 @@ fn loop_carried_hazards_are_found() {
     b.edge(head, exit);
     b.switch_to(body_block);
     let r = read(&mut b, x, side);
-    b.push(OpKind::Write { buffer: x, stream: main }, Span::default());
+    b.push(
+        OpKind::Write {
+            buffer: x,
+            stream: main,
+        },
+        Span::default(),
+    );
     b.edge(body_block, head);
     let body = b.finish();
     assert_eq!(before(&body, r).unordered_writes(x, side).len(), 1);
@@ -235,10 +400,28 @@ fn loop_with_wait_each_iteration_is_clean() {
     b.edge(head, body_block);
     b.edge(head, exit);
     b.switch_to(body_block);
-    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    b.push(
+        OpKind::WaitStream {
+            waiter: side,
+            waitee: main,
+        },
+        Span::default(),
+    );
     let r = read(&mut b, x, side);
-    b.push(OpKind::WaitStream { waiter: main, waitee: side }, Span::default());
-    b.push(OpKind::Write { buffer: x, stream: main }, Span::default());
+    b.push(
+        OpKind::WaitStream {
+            waiter: main,
+            waitee: side,
+        },
+        Span::default(),
+    );
+    b.push(
+        OpKind::Write {
+            buffer: x,
+            stream: main,
+        },
+        Span::default(),
+    );
     b.edge(body_block, head);
     let body = b.finish();
     assert!(before(&body, r).unordered_writes(x, side).is_empty());
@@ -247,7 +430,12 @@ fn loop_with_wait_each_iteration_is_clean() {
 #[test]
 fn event_recorded_on_one_path_is_maybe_recorded() {
     let (mut b, main, _) = builder();
-    let e = b.add_event(Event { name: "e".into(), expr: "e".into(), created: None, internal: false });
+    let e = b.add_event(Event {
+        name: "e".into(),
+        expr: "e".into(),
+        created: None,
+        internal: false,
+    });
     b.push(OpKind::NewEvent { event: e }, Span::default());
     let entry = b.current();
     let then = b.new_block();
@@ -255,12 +443,27 @@ fn event_recorded_on_one_path_is_maybe_recorded() {
     b.edge(entry, then);
     b.edge(entry, join);
     b.switch_to(then);
-    b.push(OpKind::RecordEvent { event: e, stream: main }, Span::default());
+    b.push(
+        OpKind::RecordEvent {
+            event: e,
+            stream: main,
+        },
+        Span::default(),
+    );
     b.edge(then, join);
     b.switch_to(join);
-    let w = b.push(OpKind::WaitEvent { event: e, stream: main }, Span::default());
+    let w = b.push(
+        OpKind::WaitEvent {
+            event: e,
+            stream: main,
+        },
+        Span::default(),
+    );
     let body = b.finish();
-    assert_eq!(before(&body, w).event(e).map(|e| e.recorded), Some(Recorded::Maybe));
+    assert_eq!(
+        before(&body, w).event(e).map(|e| e.recorded),
+        Some(Recorded::Maybe)
+    );
 }
 
 #[test]
@@ -268,11 +471,28 @@ fn scope_end_releases_local_buffers_that_did_not_escape() {
     let (mut b, main, _) = builder();
     let kept = tensor(&mut b, "kept");
     let dropped = tensor(&mut b, "dropped");
-    let param = b.add_buffer(Buffer { name: "p".into(), memory: Memory::Device, owner: Owner::Caller });
+    let param = b.add_buffer(Buffer {
+        name: "p".into(),
+        memory: Memory::Device,
+        owner: Owner::Caller,
+    });
     produce(&mut b, kept, main);
     produce(&mut b, dropped, main);
-    b.push(OpKind::Produce { buffer: param, stream: main, how: Production::Entry }, Span::default());
-    b.push(OpKind::Escape { buffer: kept, kind: EscapeKind::Caller }, Span::default());
+    b.push(
+        OpKind::Produce {
+            buffer: param,
+            stream: main,
+            how: Production::Entry,
+        },
+        Span::default(),
+    );
+    b.push(
+        OpKind::Escape {
+            buffer: kept,
+            kind: EscapeKind::Caller,
+        },
+        Span::default(),
+    );
     b.push(OpKind::ScopeEnd, Span::default());
     let last = b.push(OpKind::SyncDevice, Span::default());
     let body = b.finish();
@@ -292,7 +512,13 @@ fn unbounded_loops_terminate() {
         b.edge(prev, head);
         b.switch_to(head);
         let s = if depth % 2 == 0 { main } else { side };
-        b.push(OpKind::Write { buffer: x, stream: s }, Span::default());
+        b.push(
+            OpKind::Write {
+                buffer: x,
+                stream: s,
+            },
+            Span::default(),
+        );
         b.edge(head, head);
         prev = head;
     }
@@ -332,7 +558,13 @@ fn a_host_sync_on_one_path_and_a_wait_on_the_other_both_order() {
     b.push(OpKind::SyncStream { stream: main }, Span::default());
     b.edge(synced, join);
     b.switch_to(waited);
-    b.push(OpKind::WaitStream { waiter: side, waitee: main }, Span::default());
+    b.push(
+        OpKind::WaitStream {
+            waiter: side,
+            waitee: main,
+        },
+        Span::default(),
+    );
     b.edge(waited, join);
     b.switch_to(join);
     let r = read(&mut b, x, side);

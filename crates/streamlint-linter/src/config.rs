@@ -68,8 +68,23 @@ impl std::fmt::Display for ConfigError {
 
 /// Paths excluded unless the configuration replaces the list.
 pub const DEFAULT_EXCLUDE: &[&str] = &[
-    ".git", ".hg", ".svn", ".tox", ".nox", ".venv", "venv", ".mypy_cache", ".ruff_cache", "__pycache__",
-    "__pypackages__", "build", "dist", "node_modules", "site-packages", "_build", "buck-out",
+    ".git",
+    ".hg",
+    ".svn",
+    ".tox",
+    ".nox",
+    ".venv",
+    "venv",
+    ".mypy_cache",
+    ".ruff_cache",
+    "__pycache__",
+    "__pypackages__",
+    "build",
+    "dist",
+    "node_modules",
+    "site-packages",
+    "_build",
+    "buck-out",
 ];
 
 impl Config {
@@ -77,7 +92,11 @@ impl Config {
     /// `streamlint.toml`, else a `pyproject.toml` with a `[tool.streamlint]` table.
     pub fn discover(start: &Path) -> Result<Option<Config>, ConfigError> {
         let start = std::path::absolute(start).unwrap_or_else(|_| start.to_path_buf());
-        let mut dir = if start.is_dir() { Some(start.as_path()) } else { start.parent() };
+        let mut dir = if start.is_dir() {
+            Some(start.as_path())
+        } else {
+            start.parent()
+        };
         while let Some(d) = dir {
             let own = d.join("streamlint.toml");
             if own.is_file() {
@@ -97,12 +116,16 @@ impl Config {
     /// Read a configuration file named on the command line.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         if path.file_name().is_some_and(|n| n == "pyproject.toml") {
-            return Config::load_pyproject(path)?
-                .ok_or_else(|| ConfigError(format!("{}: no [tool.streamlint] table", path.display())));
+            return Config::load_pyproject(path)?.ok_or_else(|| {
+                ConfigError(format!("{}: no [tool.streamlint] table", path.display()))
+            });
         }
         let text = read(path)?;
         let options = toml::from_str(&text).map_err(|e| toml_error(path, &e))?;
-        Ok(Config { path: path.to_path_buf(), options })
+        Ok(Config {
+            path: path.to_path_buf(),
+            options,
+        })
     }
 
     fn load_pyproject(path: &Path) -> Result<Option<Config>, ConfigError> {
@@ -116,7 +139,13 @@ impl Config {
         }
         let text = read(path)?;
         let parsed: Pyproject = toml::from_str(&text).map_err(|e| toml_error(path, &e))?;
-        Ok(parsed.tool.and_then(|t| t.streamlint).map(|options| Config { path: path.to_path_buf(), options }))
+        Ok(parsed
+            .tool
+            .and_then(|t| t.streamlint)
+            .map(|options| Config {
+                path: path.to_path_buf(),
+                options,
+            }))
     }
 
     /// The folder the configuration's relative paths are relative to.
@@ -155,14 +184,20 @@ impl Config {
             Some(own) => own.clone(),
             None => DEFAULT_EXCLUDE.iter().map(|s| s.to_string()).collect(),
         };
-        base.into_iter().chain(self.options.extend_exclude.iter().flatten().cloned()).collect()
+        base.into_iter()
+            .chain(self.options.extend_exclude.iter().flatten().cloned())
+            .collect()
     }
 
     /// Per-file ignores as matchers.
     pub fn per_file_ignores(&self) -> Result<Vec<(GlobSet, Vec<String>)>, ConfigError> {
         let mut out = Vec::new();
         for (pattern, codes) in self.options.per_file_ignores.iter().flatten() {
-            out.push((glob_set(std::slice::from_ref(pattern)).map_err(|e| self.invalid("per-file-ignores", &e))?, codes.clone()));
+            out.push((
+                glob_set(std::slice::from_ref(pattern))
+                    .map_err(|e| self.invalid("per-file-ignores", &e))?,
+                codes.clone(),
+            ));
         }
         Ok(out)
     }
@@ -177,7 +212,12 @@ pub fn glob_set(patterns: &[String]) -> Result<GlobSet, String> {
     let mut builder = GlobSetBuilder::new();
     for p in patterns {
         let p = p.trim_end_matches('/');
-        for form in [p.to_string(), format!("**/{p}"), format!("{p}/**"), format!("**/{p}/**")] {
+        for form in [
+            p.to_string(),
+            format!("**/{p}"),
+            format!("{p}/**"),
+            format!("**/{p}/**"),
+        ] {
             builder.add(Glob::new(&form).map_err(|e| format!("`{p}`: {e}"))?);
         }
     }
@@ -185,7 +225,8 @@ pub fn glob_set(patterns: &[String]) -> Result<GlobSet, String> {
 }
 
 fn read(path: &Path) -> Result<String, ConfigError> {
-    std::fs::read_to_string(path).map_err(|e| ConfigError(format!("{}: cannot read: {e}", path.display())))
+    std::fs::read_to_string(path)
+        .map_err(|e| ConfigError(format!("{}: cannot read: {e}", path.display())))
 }
 
 /// A TOML error as `file:line:column: message`.
@@ -208,7 +249,8 @@ mod tests {
     use super::*;
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("streamlint-config-{name}-{}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("streamlint-config-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(dir.join("src/pkg")).unwrap();
         dir
@@ -217,7 +259,11 @@ mod tests {
     #[test]
     fn found_upward_and_streamlint_toml_wins() {
         let dir = scratch("discover");
-        std::fs::write(dir.join("pyproject.toml"), "[tool.streamlint]\nselect = [\"SL001\"]\n").unwrap();
+        std::fs::write(
+            dir.join("pyproject.toml"),
+            "[tool.streamlint]\nselect = [\"SL001\"]\n",
+        )
+        .unwrap();
         let found = Config::discover(&dir.join("src/pkg")).unwrap().unwrap();
         assert_eq!(found.options.select, Some(vec!["SL001".to_string()]));
         std::fs::write(dir.join("src/streamlint.toml"), "ignore = [\"SL002\"]\n").unwrap();
@@ -229,7 +275,11 @@ mod tests {
     #[test]
     fn pyproject_without_our_table_is_skipped() {
         let dir = scratch("skip");
-        std::fs::write(dir.join("pyproject.toml"), "[tool.ruff]\nline-length = 100\n").unwrap();
+        std::fs::write(
+            dir.join("pyproject.toml"),
+            "[tool.ruff]\nline-length = 100\n",
+        )
+        .unwrap();
         std::fs::write(dir.join("src/pyproject.toml"), "[project]\nname = \"x\"\n").unwrap();
         assert!(Config::discover(&dir.join("src/pkg")).unwrap().is_none());
     }
@@ -237,14 +287,28 @@ mod tests {
     #[test]
     fn unknown_keys_name_file_line_and_key() {
         let dir = scratch("unknown");
-        std::fs::write(dir.join("pyproject.toml"), "[tool.streamlint]\nselect = [\"SL001\"]\nselct = [\"SL002\"]\n").unwrap();
+        std::fs::write(
+            dir.join("pyproject.toml"),
+            "[tool.streamlint]\nselect = [\"SL001\"]\nselct = [\"SL002\"]\n",
+        )
+        .unwrap();
         let err = Config::discover(&dir).unwrap_err().0;
-        assert!(err.contains("pyproject.toml:3:1") && err.contains("selct"), "{err}");
-        std::fs::write(dir.join("pyproject.toml"), "[tool.streamlint]\nselect = \"SL001\"\n").unwrap();
+        assert!(
+            err.contains("pyproject.toml:3:1") && err.contains("selct"),
+            "{err}"
+        );
+        std::fs::write(
+            dir.join("pyproject.toml"),
+            "[tool.streamlint]\nselect = \"SL001\"\n",
+        )
+        .unwrap();
         let err = Config::discover(&dir).unwrap_err().0;
         assert!(err.contains("pyproject.toml:2:10"), "{err}");
         std::fs::write(dir.join("pyproject.toml"), "[tool.streamlint\n").unwrap();
-        assert!(Config::discover(&dir).unwrap_err().0.contains("pyproject.toml:1:"));
+        assert!(Config::discover(&dir)
+            .unwrap_err()
+            .0
+            .contains("pyproject.toml:1:"));
     }
 
     #[test]
@@ -258,7 +322,10 @@ mod tests {
         let config = Config::discover(&dir).unwrap().unwrap();
         let mut api = ApiModel::default();
         config.extend_api(&mut api);
-        assert!(api.record_stream_wrappers.contains("keep_alive") && api.device_modules.contains("self._device_handle"));
+        assert!(
+            api.record_stream_wrappers.contains("keep_alive")
+                && api.device_modules.contains("self._device_handle")
+        );
     }
 
     #[test]
@@ -287,13 +354,28 @@ mod tests {
         }
         let mut words = api.configured_names();
         words.sort();
-        assert_eq!(words, ["barrier", "cur", "dev", "keep", "new_stream", "order", "use_stream"]);
+        assert_eq!(
+            words,
+            [
+                "barrier",
+                "cur",
+                "dev",
+                "keep",
+                "new_stream",
+                "order",
+                "use_stream"
+            ]
+        );
     }
 
     #[test]
     fn globs_match_names_and_subtrees() {
         let set = glob_set(&["tests".to_string(), "gen_*.py".to_string()]).unwrap();
-        assert!(set.is_match("tests/a.py") && set.is_match("pkg/tests/a.py") && set.is_match("pkg/gen_x.py"));
+        assert!(
+            set.is_match("tests/a.py")
+                && set.is_match("pkg/tests/a.py")
+                && set.is_match("pkg/gen_x.py")
+        );
         assert!(!set.is_match("pkg/a.py"));
     }
 }

@@ -46,7 +46,8 @@ pub fn discover(paths: &[PathBuf], settings: &Settings) -> Discovery {
             .follow_links(false)
             .filter_entry(move |e| {
                 let is_dir = e.file_type().is_some_and(|t| t.is_dir());
-                e.depth() == 0 || !(excluded.is_excluded(e.path()) || is_dir && is_virtualenv(e.path()))
+                e.depth() == 0
+                    || !(excluded.is_excluded(e.path()) || is_dir && is_virtualenv(e.path()))
             })
             .build();
         for entry in walker.flatten() {

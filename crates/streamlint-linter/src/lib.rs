@@ -46,7 +46,12 @@ impl Settings {
     /// The settings a configuration file (or none) asks for.
     pub fn from_config(config: Option<&Config>) -> Result<Settings, ConfigError> {
         let mut api = ApiModel::default();
-        let defaults = || config::DEFAULT_EXCLUDE.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let defaults = || {
+            config::DEFAULT_EXCLUDE
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+        };
         let Some(config) = config else {
             let exclude = config::glob_set(&defaults()).map_err(ConfigError)?;
             let root = std::env::current_dir().unwrap_or_default();
@@ -61,16 +66,21 @@ impl Settings {
             });
         };
         config.extend_api(&mut api);
-        let exclude = config::glob_set(&config.exclude_patterns()).map_err(|e| config.invalid("exclude", &e))?;
+        let exclude = config::glob_set(&config.exclude_patterns())
+            .map_err(|e| config.invalid("exclude", &e))?;
         let selection = config.selection();
         let unknown = selection.unknown_patterns();
         if !unknown.is_empty() {
-            return Err(config.invalid("select/ignore", &format!("unknown rule selector(s) {}", unknown.join(", "))));
+            return Err(config.invalid(
+                "select/ignore",
+                &format!("unknown rule selector(s) {}", unknown.join(", ")),
+            ));
         }
         Ok(Settings {
             selection,
             respect_gitignore: config.options.respect_gitignore.unwrap_or(true),
-            root: std::path::absolute(config.root()).unwrap_or_else(|_| config.root().to_path_buf()),
+            root: std::path::absolute(config.root())
+                .unwrap_or_else(|_| config.root().to_path_buf()),
             exclude,
             per_file_ignores: config.per_file_ignores()?,
             extra_words: api.configured_names(),
@@ -113,7 +123,13 @@ pub struct FileReport {
 
 /// Words without which a file cannot hold code any rule looks at: such files are never parsed.
 /// (`Dataset`/`DataLoader` are for the worker rule; streams are found by `mentions_streams`.)
-const STREAM_WORDS: &[&str] = &["Event", "synchronize", "non_blocking", "Dataset", "DataLoader"];
+const STREAM_WORDS: &[&str] = &[
+    "Event",
+    "synchronize",
+    "non_blocking",
+    "Dataset",
+    "DataLoader",
+];
 
 /// Does the text use the word `stream`/`Stream` (or `streams`, `_stream`, `stream_`), not just
 /// `streamer` or `streaming`?
@@ -122,7 +138,8 @@ fn mentions_streams(source: &[u8]) -> bool {
         let before = i.checked_sub(1).map(|j| source[j]);
         let after = |k: usize| source.get(i + 5 + k).copied();
         let letter = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphabetic());
-        matches!(before, Some(b's' | b'S')) && (!letter(after(0)) || (after(0) == Some(b's') && !letter(after(1))))
+        matches!(before, Some(b's' | b'S'))
+            && (!letter(after(0)) || (after(0) == Some(b's') && !letter(after(1))))
     })
 }
 
@@ -133,7 +150,9 @@ const WORKER_STACK: usize = 256 << 20;
 /// names)?
 pub fn may_contain_stream_code(source: &[u8], extra_words: &[String]) -> bool {
     let found = |w: &str| memchr::memmem::find(source, w.as_bytes()).is_some();
-    mentions_streams(source) || STREAM_WORDS.iter().any(|w| found(w)) || extra_words.iter().any(|w| found(w))
+    mentions_streams(source)
+        || STREAM_WORDS.iter().any(|w| found(w))
+        || extra_words.iter().any(|w| found(w))
 }
 
 /// The languages streamlint reads, by file extension.
@@ -185,7 +204,8 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
     }
     let name = path.to_string_lossy();
     let lowered = match language {
-        Language::Python => streamlint_python::lower_source(source, &name, &settings.api).map_err(|e| (e.offset, e.message)),
+        Language::Python => streamlint_python::lower_source(source, &name, &settings.api)
+            .map_err(|e| (e.offset, e.message)),
         Language::Rust => streamlint_rust::lower_source(source).map_err(|e| (e.offset, e.message)),
     };
     let bodies = match lowered {
@@ -194,47 +214,90 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
             return settings
                 .selection
                 .enabled(PARSE_ERROR.code)
-                .then(|| parse_error(Span::new(offset, offset), format!("could not parse the file: {message}")))
+                .then(|| {
+                    parse_error(
+                        Span::new(offset, offset),
+                        format!("could not parse the file: {message}"),
+                    )
+                })
                 .into_iter()
                 .collect();
         }
     };
     let enabled = |code: &str| settings.selection.enabled(code);
-    let mut findings: Vec<Finding> = bodies.iter().flat_map(|b| streamlint_rules::check_body(b, &enabled)).collect();
+    let mut findings: Vec<Finding> = bodies
+        .iter()
+        .flat_map(|b| streamlint_rules::check_body(b, &enabled))
+        .collect();
     // A fix is offered only if the file still parses with it (an insertion before a line that
     // continues a statement would not).
     for f in &mut findings {
-        if f.fix.as_ref().is_some_and(|fix| !language.parses(&fix.apply(source))) {
+        if f.fix
+            .as_ref()
+            .is_some_and(|fix| !language.parses(&fix.apply(source)))
+        {
             f.fix = None;
         }
     }
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
-    let mut findings = suppress::apply(source, language.comment(), findings, enabled(UNUSED_SUPPRESSION.code));
+    let mut findings = suppress::apply(
+        source,
+        language.comment(),
+        findings,
+        enabled(UNUSED_SUPPRESSION.code),
+    );
     findings.sort_by_key(|f| (f.span, f.code));
     findings
 }
 
 fn parse_error(span: Span, message: String) -> Finding {
-    Finding { code: PARSE_ERROR.code, severity: Severity::Error, message, span, labels: Vec::new(), help: None, fix: None }
+    Finding {
+        code: PARSE_ERROR.code,
+        severity: Severity::Error,
+        message,
+        span,
+        labels: Vec::new(),
+        help: None,
+        fix: None,
+    }
 }
 
 /// Read and check one file from disk.
 pub fn check_file(path: &Path, settings: &Settings) -> FileReport {
-    let report = |source: String, findings| FileReport { path: path.to_path_buf(), source, findings };
+    let report = |source: String, findings| FileReport {
+        path: path.to_path_buf(),
+        source,
+        findings,
+    };
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
-        Err(e) => return report(String::new(), error_finding(settings, format!("could not read the file: {e}"))),
+        Err(e) => {
+            return report(
+                String::new(),
+                error_finding(settings, format!("could not read the file: {e}")),
+            )
+        }
     };
-    if !worth_parsing(Language::of(path).unwrap_or(Language::Python), &bytes, settings) {
+    if !worth_parsing(
+        Language::of(path).unwrap_or(Language::Python),
+        &bytes,
+        settings,
+    ) {
         return report(String::new(), Vec::new());
     }
     match String::from_utf8(bytes) {
         Ok(source) => {
             // A panic is a bug; it must not take the rest of the run down with it.
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| check_source(path, &source, settings)));
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                check_source(path, &source, settings)
+            }));
             let mut findings = result.unwrap_or_else(|_| {
-                error_finding(settings, "internal error while analysing this file; please report it with the file".into())
+                error_finding(
+                    settings,
+                    "internal error while analysing this file; please report it with the file"
+                        .into(),
+                )
             });
             let ignored = settings.ignored_here(path);
             findings.retain(|f| !ignored.iter().any(|p| select::matches(p, f.code)));
@@ -242,7 +305,10 @@ pub fn check_file(path: &Path, settings: &Settings) -> FileReport {
         }
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
-            let findings = error_finding(settings, format!("the file is not valid UTF-8 (invalid byte at offset {at})"));
+            let findings = error_finding(
+                settings,
+                format!("the file is not valid UTF-8 (invalid byte at offset {at})"),
+            );
             report(String::new(), findings)
         }
     }
@@ -258,8 +324,15 @@ fn error_finding(settings: &Settings, message: String) -> Vec<Finding> {
 
 /// Check every file in parallel; reports come back in path order.
 pub fn check_files(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
-    let pool = rayon::ThreadPoolBuilder::new().stack_size(WORKER_STACK).build();
-    let run = || files.par_iter().map(|p| check_file(p, settings)).collect::<Vec<_>>();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .stack_size(WORKER_STACK)
+        .build();
+    let run = || {
+        files
+            .par_iter()
+            .map(|p| check_file(p, settings))
+            .collect::<Vec<_>>()
+    };
     let mut reports = match pool {
         Ok(pool) => pool.install(run),
         Err(_) => files.iter().map(|p| check_file(p, settings)).collect(),
@@ -274,12 +347,27 @@ mod tests {
 
     #[test]
     fn the_prefilter_knows_streams_from_streamers() {
-        for yes in ["torch.cuda.Stream()", "s.wait_stream(x)", "self.streams[0]", "copy_stream.x", "stream_ctx", "with stream:"] {
+        for yes in [
+            "torch.cuda.Stream()",
+            "s.wait_stream(x)",
+            "self.streams[0]",
+            "copy_stream.x",
+            "stream_ctx",
+            "with stream:",
+        ] {
             assert!(may_contain_stream_code(yes.as_bytes(), &[]), "{yes}");
         }
-        for no in ["self.streamer.put(x)", "streaming=True", "upstreamer", "x = 1"] {
+        for no in [
+            "self.streamer.put(x)",
+            "streaming=True",
+            "upstreamer",
+            "x = 1",
+        ] {
             assert!(!may_contain_stream_code(no.as_bytes(), &[]), "{no}");
         }
-        assert!(may_contain_stream_code(b"keep_alive(x, s)", &["keep_alive".to_string()]));
+        assert!(may_contain_stream_code(
+            b"keep_alive(x, s)",
+            &["keep_alive".to_string()]
+        ));
     }
 }

@@ -23,7 +23,11 @@ impl Selection {
 
     /// Patterns that name no rule: a typo the user should hear about.
     pub fn unknown_patterns(&self) -> Vec<String> {
-        let codes: Vec<&str> = streamlint_rules::RULES.iter().chain(streamlint_rules::META).map(|r| r.code).collect();
+        let codes: Vec<&str> = streamlint_rules::RULES
+            .iter()
+            .chain(streamlint_rules::META)
+            .map(|r| r.code)
+            .collect();
         self.select
             .iter()
             .chain(&self.ignore)
@@ -39,10 +43,16 @@ mod tests {
 
     #[test]
     fn select_and_ignore() {
-        let s = Selection { select: vec!["SL00".into()], ignore: vec!["missing-stream-wait".into()] };
+        let s = Selection {
+            select: vec!["SL00".into()],
+            ignore: vec!["missing-stream-wait".into()],
+        };
         assert!(s.enabled("SL001") && !s.enabled("SL003") && !s.enabled("SL900"));
         assert!(Selection::default().enabled("SL900"));
-        let typo = Selection { select: vec!["SL0O1".into()], ignore: vec![] };
+        let typo = Selection {
+            select: vec!["SL0O1".into()],
+            ignore: vec![],
+        };
         assert_eq!(typo.unknown_patterns(), vec!["SL0O1".to_string()]);
     }
 }

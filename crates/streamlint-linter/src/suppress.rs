@@ -23,7 +23,11 @@ impl Directive {
     }
 
     fn unused_codes(&self) -> Vec<&str> {
-        self.codes.iter().map(String::as_str).filter(|c| !self.used.contains(c)).collect()
+        self.codes
+            .iter()
+            .map(String::as_str)
+            .filter(|c| !self.used.contains(c))
+            .collect()
     }
 }
 
@@ -35,7 +39,10 @@ fn directives(source: &str, marker: &str) -> Vec<Directive> {
         let row = i + 1;
         if let Some(hash) = line.find(marker) {
             let comment = &line[hash + marker.len()..];
-            let span = Span::new((offset + hash) as u32, (offset + line.trim_end().len()) as u32);
+            let span = Span::new(
+                (offset + hash) as u32,
+                (offset + line.trim_end().len()) as u32,
+            );
             out.extend(parse_comment(comment, row, span));
         }
         offset += line.len();
@@ -50,13 +57,27 @@ fn parse_comment(comment: &str, row: usize, span: Span) -> Vec<Directive> {
         if let Some(rest) = strip_prefix_ci(part, "noqa") {
             let rest = rest.trim_start();
             let codes: Vec<String> = match rest.strip_prefix(':') {
-                Some(list) => list.split([',', ' ']).map(str::trim).filter(|c| !c.is_empty()).map(str::to_ascii_uppercase).collect(),
+                Some(list) => list
+                    .split([',', ' '])
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .map(str::to_ascii_uppercase)
+                    .collect(),
                 None => Vec::new(),
             };
             // A noqa for other tools' codes only is not ours.
-            let ours: Vec<String> = codes.iter().filter(|c| c.starts_with("SL")).cloned().collect();
+            let ours: Vec<String> = codes
+                .iter()
+                .filter(|c| c.starts_with("SL"))
+                .cloned()
+                .collect();
             if codes.is_empty() || !ours.is_empty() {
-                out.push(Directive { line: Some(row), codes: ours, span, used: Vec::new() });
+                out.push(Directive {
+                    line: Some(row),
+                    codes: ours,
+                    span,
+                    used: Vec::new(),
+                });
             }
         } else if let Some(rest) = part.strip_prefix("streamlint:") {
             let rest = rest.trim();
@@ -75,7 +96,12 @@ fn parse_comment(comment: &str, row: usize, span: Span) -> Vec<Directive> {
                 .map(|c| c.trim().to_ascii_uppercase())
                 .filter(|c| !c.is_empty())
                 .collect();
-            out.push(Directive { line, codes, span, used: Vec::new() });
+            out.push(Directive {
+                line,
+                codes,
+                span,
+                used: Vec::new(),
+            });
         }
     }
     out
@@ -83,12 +109,18 @@ fn parse_comment(comment: &str, row: usize, span: Span) -> Vec<Directive> {
 
 fn strip_prefix_ci<'a>(s: &'a str, prefix: &str) -> Option<&'a str> {
     let head = s.get(..prefix.len())?;
-    head.eq_ignore_ascii_case(prefix).then(|| &s[prefix.len()..])
+    head.eq_ignore_ascii_case(prefix)
+        .then(|| &s[prefix.len()..])
 }
 
 /// Drop suppressed findings; add one SL901 per directive that suppressed nothing (bare `# noqa`
 /// excepted: other tools use it too). `report_unused` is off when SL901 is not selected.
-pub fn apply(source: &str, comment: &str, findings: Vec<Finding>, report_unused: bool) -> Vec<Finding> {
+pub fn apply(
+    source: &str,
+    comment: &str,
+    findings: Vec<Finding>,
+    report_unused: bool,
+) -> Vec<Finding> {
     let mut directives = directives(source, comment);
     if directives.is_empty() {
         return findings;
@@ -97,7 +129,9 @@ pub fn apply(source: &str, comment: &str, findings: Vec<Finding>, report_unused:
     let mut kept = Vec::new();
     for f in findings {
         let row = index.position(f.span.start).row;
-        let matching = directives.iter_mut().find(|d| d.line.is_none_or(|l| l == row) && d.covers(f.code));
+        let matching = directives
+            .iter_mut()
+            .find(|d| d.line.is_none_or(|l| l == row) && d.covers(f.code));
         match matching {
             Some(d) => d.used.push(f.code),
             None => kept.push(f),
@@ -113,7 +147,10 @@ pub fn apply(source: &str, comment: &str, findings: Vec<Finding>, report_unused:
                 fix: None,
                 code: UNUSED_SUPPRESSION.code,
                 severity: UNUSED_SUPPRESSION.severity,
-                message: format!("unused suppression of {}: nothing is reported here", unused.join(", ")),
+                message: format!(
+                    "unused suppression of {}: nothing is reported here",
+                    unused.join(", ")
+                ),
                 span: d.span,
                 labels: Vec::new(),
                 help: Some("remove the comment".into()),
@@ -129,8 +166,20 @@ mod tests {
     use streamlint_rules::Severity;
 
     fn finding(code: &'static str, source: &str, line: usize) -> Finding {
-        let start = source.split_inclusive('\n').take(line - 1).map(str::len).sum::<usize>() as u32;
-        Finding { code, severity: Severity::Error, message: String::new(), span: Span::new(start, start + 1), labels: Vec::new(), help: None, fix: None }
+        let start = source
+            .split_inclusive('\n')
+            .take(line - 1)
+            .map(str::len)
+            .sum::<usize>() as u32;
+        Finding {
+            code,
+            severity: Severity::Error,
+            message: String::new(),
+            span: Span::new(start, start + 1),
+            labels: Vec::new(),
+            help: None,
+            fix: None,
+        }
     }
 
     fn codes(findings: &[Finding]) -> Vec<&str> {
@@ -139,12 +188,21 @@ mod tests {
 
     #[test]
     fn line_suppressions() {
-        let src = "a  # noqa: SL001\nb  # streamlint: ignore[SL003, SL001]\nc  # noqa\nd  # NOQA:SL002\n";
-        let fs = vec![finding("SL001", src, 1), finding("SL001", src, 2), finding("SL004", src, 3), finding("SL003", src, 4)];
+        let src =
+            "a  # noqa: SL001\nb  # streamlint: ignore[SL003, SL001]\nc  # noqa\nd  # NOQA:SL002\n";
+        let fs = vec![
+            finding("SL001", src, 1),
+            finding("SL001", src, 2),
+            finding("SL004", src, 3),
+            finding("SL003", src, 4),
+        ];
         let kept = apply(src, "#", fs, true);
         // Line 4 keeps its SL003 (the noqa names SL002), and that noqa and line 2's SL003 are unused.
         assert_eq!(codes(&kept), ["SL003", "SL901", "SL901"]);
-        assert!(kept[1].message.contains("of SL003:") && kept[2].message.contains("of SL002:"), "{kept:?}");
+        assert!(
+            kept[1].message.contains("of SL003:") && kept[2].message.contains("of SL002:"),
+            "{kept:?}"
+        );
     }
 
     #[test]

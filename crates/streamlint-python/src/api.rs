@@ -81,66 +81,290 @@ impl Default for ApiModel {
 }
 
 const TENSOR_FACTORIES: &[&str] = &[
-    "empty", "zeros", "ones", "full", "rand", "randn", "randint", "arange", "linspace", "eye", "empty_like",
-    "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "empty_strided",
+    "empty",
+    "zeros",
+    "ones",
+    "full",
+    "rand",
+    "randn",
+    "randint",
+    "arange",
+    "linspace",
+    "eye",
+    "empty_like",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "rand_like",
+    "randn_like",
+    "empty_strided",
 ];
 
 /// `torch` functions that make no tensor (devices, dtypes, modes, seeds, serialization).
 const NON_TENSOR_FUNCTIONS: &[&str] = &[
-    "device", "dtype", "finfo", "iinfo", "is_tensor", "is_floating_point", "is_complex", "no_grad", "enable_grad",
-    "inference_mode", "set_grad_enabled", "is_grad_enabled", "manual_seed", "seed", "initial_seed", "get_default_dtype",
-    "set_default_dtype", "set_default_device", "compile", "save", "numel", "get_rng_state", "set_rng_state",
-    "use_deterministic_algorithms", "set_printoptions", "typename", "set_num_threads", "get_num_threads",
-    "set_float32_matmul_precision", "autocast", "is_autocast_enabled",
+    "device",
+    "dtype",
+    "finfo",
+    "iinfo",
+    "is_tensor",
+    "is_floating_point",
+    "is_complex",
+    "no_grad",
+    "enable_grad",
+    "inference_mode",
+    "set_grad_enabled",
+    "is_grad_enabled",
+    "manual_seed",
+    "seed",
+    "initial_seed",
+    "get_default_dtype",
+    "set_default_dtype",
+    "set_default_device",
+    "compile",
+    "save",
+    "numel",
+    "get_rng_state",
+    "set_rng_state",
+    "use_deterministic_algorithms",
+    "set_printoptions",
+    "typename",
+    "set_num_threads",
+    "get_num_threads",
+    "set_float32_matmul_precision",
+    "autocast",
+    "is_autocast_enabled",
 ];
 
 /// `torch` submodules whose functions make no tensor of ours.
 const NON_TENSOR_MODULES: &[&str] = &[
-    "cuda.", "utils.", "autograd.", "jit.", "fx.", "_dynamo.", "backends.", "profiler.", "hub.", "onnx.", "testing.",
-    "library.", "overrides.", "multiprocessing.", "amp.", "_C.", "compiler.", "export.", "accelerator.", "xpu.",
-    "npu.", "mps.", "optim.",
+    "cuda.",
+    "utils.",
+    "autograd.",
+    "jit.",
+    "fx.",
+    "_dynamo.",
+    "backends.",
+    "profiler.",
+    "hub.",
+    "onnx.",
+    "testing.",
+    "library.",
+    "overrides.",
+    "multiprocessing.",
+    "amp.",
+    "_C.",
+    "compiler.",
+    "export.",
+    "accelerator.",
+    "xpu.",
+    "npu.",
+    "mps.",
+    "optim.",
 ];
 
 /// Tensor methods that return a view or the tensor itself: no kernel, same storage.
 pub const VIEW_METHODS: &[&str] = &[
-    "view", "view_as", "reshape", "reshape_as", "transpose", "t", "permute", "squeeze", "unsqueeze", "expand",
-    "expand_as", "narrow", "select", "split", "chunk", "unbind", "detach", "as_strided", "contiguous",
-    "flatten", "unflatten", "movedim", "swapaxes", "requires_grad_", "type_as", "untyped_storage",
+    "view",
+    "view_as",
+    "reshape",
+    "reshape_as",
+    "transpose",
+    "t",
+    "permute",
+    "squeeze",
+    "unsqueeze",
+    "expand",
+    "expand_as",
+    "narrow",
+    "select",
+    "split",
+    "chunk",
+    "unbind",
+    "detach",
+    "as_strided",
+    "contiguous",
+    "flatten",
+    "unflatten",
+    "movedim",
+    "swapaxes",
+    "requires_grad_",
+    "type_as",
+    "untyped_storage",
 ];
 
 /// Methods that only read metadata: no device access.
 pub const METADATA_METHODS: &[&str] = &[
-    "size", "dim", "numel", "nelement", "element_size", "stride", "data_ptr", "is_contiguous", "storage_offset",
-    "get_device", "is_pinned", "is_floating_point", "is_complex", "nbytes", "itemsize", "__len__", "register_hook",
+    "size",
+    "dim",
+    "numel",
+    "nelement",
+    "element_size",
+    "stride",
+    "data_ptr",
+    "is_contiguous",
+    "storage_offset",
+    "get_device",
+    "is_pinned",
+    "is_floating_point",
+    "is_complex",
+    "nbytes",
+    "itemsize",
+    "__len__",
+    "register_hook",
 ];
 
 /// Methods that read a tensor's values on the host (and so wait for the current stream).
-pub const HOST_READ_METHODS: &[&str] = &["item", "tolist", "numpy", "__bool__", "__int__", "__float__"];
+pub const HOST_READ_METHODS: &[&str] = &[
+    "item",
+    "tolist",
+    "numpy",
+    "__bool__",
+    "__int__",
+    "__float__",
+];
 
 /// Builtins that read a tensor's values on the host.
 pub const HOST_READ_BUILTINS: &[&str] = &["print", "float", "int", "bool", "str", "repr", "format"];
 
 /// Builtins that neither read device data nor keep references.
 pub const NEUTRAL_BUILTINS: &[&str] = &[
-    "len", "isinstance", "issubclass", "hasattr", "getattr", "setattr", "id", "type", "range", "super", "callable",
-    "enumerate", "zip", "iter", "next", "list", "tuple", "dict", "set", "sorted", "reversed", "min", "max", "sum",
-    "any", "all", "map", "filter", "round", "abs", "divmod", "hash", "vars", "dir", "open",
+    "len",
+    "isinstance",
+    "issubclass",
+    "hasattr",
+    "getattr",
+    "setattr",
+    "id",
+    "type",
+    "range",
+    "super",
+    "callable",
+    "enumerate",
+    "zip",
+    "iter",
+    "next",
+    "list",
+    "tuple",
+    "dict",
+    "set",
+    "sorted",
+    "reversed",
+    "min",
+    "max",
+    "sum",
+    "any",
+    "all",
+    "map",
+    "filter",
+    "round",
+    "abs",
+    "divmod",
+    "hash",
+    "vars",
+    "dir",
+    "open",
 ];
 
 /// Well-known tensor methods: evidence that an untyped value is a tensor.
 pub const TENSOR_METHODS: &[&str] = &[
-    "sum", "mean", "max", "min", "abs", "clone", "float", "half", "bfloat16", "double", "int", "long", "bool",
-    "add", "sub", "mul", "div", "matmul", "mm", "bmm", "norm", "exp", "log", "sqrt", "pow", "softmax",
-    "argmax", "argmin", "masked_fill", "index_select", "gather", "scatter", "where", "sigmoid", "tanh", "relu",
-    "cumsum", "prod", "std", "var", "all", "any", "eq", "ne", "lt", "gt", "le", "ge", "neg", "round", "clamp",
-    "to", "cuda", "cpu", "pin_memory", "record_stream", "backward", "copy_", "zero_", "fill_", "add_", "mul_",
-    "div_", "sub_", "uniform_", "normal_", "bernoulli_", "index_add_", "scatter_", "masked_fill_", "clamp_",
-    "item", "tolist", "numpy", "data", "grad", "flip", "roll", "repeat", "tile", "new_empty", "new_zeros",
-    "new_ones", "new_full", "new_tensor", "sort", "topk", "nonzero", "split", "chunk",
+    "sum",
+    "mean",
+    "max",
+    "min",
+    "abs",
+    "clone",
+    "float",
+    "half",
+    "bfloat16",
+    "double",
+    "int",
+    "long",
+    "bool",
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "matmul",
+    "mm",
+    "bmm",
+    "norm",
+    "exp",
+    "log",
+    "sqrt",
+    "pow",
+    "softmax",
+    "argmax",
+    "argmin",
+    "masked_fill",
+    "index_select",
+    "gather",
+    "scatter",
+    "where",
+    "sigmoid",
+    "tanh",
+    "relu",
+    "cumsum",
+    "prod",
+    "std",
+    "var",
+    "all",
+    "any",
+    "eq",
+    "ne",
+    "lt",
+    "gt",
+    "le",
+    "ge",
+    "neg",
+    "round",
+    "clamp",
+    "to",
+    "cuda",
+    "cpu",
+    "pin_memory",
+    "record_stream",
+    "backward",
+    "copy_",
+    "zero_",
+    "fill_",
+    "add_",
+    "mul_",
+    "div_",
+    "sub_",
+    "uniform_",
+    "normal_",
+    "bernoulli_",
+    "index_add_",
+    "scatter_",
+    "masked_fill_",
+    "clamp_",
+    "item",
+    "tolist",
+    "numpy",
+    "data",
+    "grad",
+    "flip",
+    "roll",
+    "repeat",
+    "tile",
+    "new_empty",
+    "new_zeros",
+    "new_ones",
+    "new_full",
+    "new_tensor",
+    "sort",
+    "topk",
+    "nonzero",
+    "split",
+    "chunk",
 ];
 
 /// Predicates of device-agnostic layers whose value is fixed on CUDA devices.
-const FALSE_ON_CUDA: &[&str] = &["is_synchronized_device", "resolves_data_dependency", "handles_memory_backpressure"];
+const FALSE_ON_CUDA: &[&str] = &[
+    "is_synchronized_device",
+    "resolves_data_dependency",
+    "handles_memory_backpressure",
+];
 
 impl ApiModel {
     /// The last part of every name a project configured beyond the defaults
@@ -151,7 +375,10 @@ impl ApiModel {
             (&self.stream_factories, &defaults.stream_factories),
             (&self.stream_contexts, &defaults.stream_contexts),
             (&self.current_stream, &defaults.current_stream),
-            (&self.record_stream_wrappers, &defaults.record_stream_wrappers),
+            (
+                &self.record_stream_wrappers,
+                &defaults.record_stream_wrappers,
+            ),
             (&self.wait_stream_wrappers, &defaults.wait_stream_wrappers),
             (&self.synchronize_functions, &defaults.synchronize_functions),
             (&self.device_modules, &defaults.device_modules),
@@ -172,13 +399,16 @@ impl ApiModel {
     /// one): code guarded by it is dead there.
     pub fn cuda_truth(&self, test: &Expr, imports: &Imports) -> Option<bool> {
         match test {
-            Expr::Operator { op: Operator::Logical, operands, .. } if is_not(test) => {
-                self.cuda_truth(&operands[0], imports).map(|v| !v)
-            }
+            Expr::Operator {
+                op: Operator::Logical,
+                operands,
+                ..
+            } if is_not(test) => self.cuda_truth(&operands[0], imports).map(|v| !v),
             Expr::Call { func, args, .. } if args.is_empty() => {
                 let q = imports.qualify(func)?;
                 let (prefix, last) = q.rsplit_once('.')?;
-                (FALSE_ON_CUDA.contains(&last) && self.device_modules.contains(prefix)).then_some(false)
+                (FALSE_ON_CUDA.contains(&last) && self.device_modules.contains(prefix))
+                    .then_some(false)
             }
             _ => None,
         }
@@ -230,19 +460,25 @@ impl ApiModel {
             // A method of something a call returned: not a module-level function.
             return None;
         }
-        if self.record_stream_wrappers.contains(qualified) || self.record_stream_wrappers.contains(last) {
+        if self.record_stream_wrappers.contains(qualified)
+            || self.record_stream_wrappers.contains(last)
+        {
             return Some(ApiCall::RecordStreamWrapper);
         }
-        if self.wait_stream_wrappers.contains(qualified) || self.wait_stream_wrappers.contains(last) {
+        if self.wait_stream_wrappers.contains(qualified) || self.wait_stream_wrappers.contains(last)
+        {
             return Some(ApiCall::WaitStreamWrapper);
         }
         match qualified {
             "torch.Event" => return Some(ApiCall::EventFactory),
-            "torch.tensor" | "torch.as_tensor" | "torch.from_numpy" => return Some(ApiCall::TensorFromData),
+            "torch.tensor" | "torch.as_tensor" | "torch.from_numpy" => {
+                return Some(ApiCall::TensorFromData)
+            }
             _ => {}
         }
         if let Some(rest) = qualified.strip_prefix("torch.distributed.") {
-            let function = !rest.contains('.') && !rest.starts_with(|c: char| c.is_ascii_uppercase());
+            let function =
+                !rest.contains('.') && !rest.starts_with(|c: char| c.is_ascii_uppercase());
             return (function && rest != "barrier").then_some(ApiCall::Collective);
         }
         if let Some(rest) = qualified.strip_prefix("torch.") {
@@ -250,7 +486,8 @@ impl ApiModel {
                 return Some(ApiCall::TensorFactory);
             }
             let class_like = last.starts_with(|c: char| c.is_ascii_uppercase());
-            let not_tensor = NON_TENSOR_FUNCTIONS.contains(&rest) || NON_TENSOR_MODULES.iter().any(|m| rest.starts_with(m));
+            let not_tensor = NON_TENSOR_FUNCTIONS.contains(&rest)
+                || NON_TENSOR_MODULES.iter().any(|m| rest.starts_with(m));
             if class_like || not_tensor {
                 return None;
             }
@@ -267,19 +504,49 @@ mod tests {
     #[test]
     fn classifies_device_module_spellings() {
         let api = ApiModel::default();
-        assert_eq!(api.classify("torch.cuda.Stream"), Some(ApiCall::StreamFactory));
-        assert_eq!(api.classify("get_accelerator().current_stream"), Some(ApiCall::CurrentStream));
-        assert_eq!(api.classify("torch.accelerator.set_stream"), Some(ApiCall::SetStream));
-        assert_eq!(api.classify("torch.get_device_module().stream"), Some(ApiCall::StreamContext));
+        assert_eq!(
+            api.classify("torch.cuda.Stream"),
+            Some(ApiCall::StreamFactory)
+        );
+        assert_eq!(
+            api.classify("get_accelerator().current_stream"),
+            Some(ApiCall::CurrentStream)
+        );
+        assert_eq!(
+            api.classify("torch.accelerator.set_stream"),
+            Some(ApiCall::SetStream)
+        );
+        assert_eq!(
+            api.classify("torch.get_device_module().stream"),
+            Some(ApiCall::StreamContext)
+        );
         assert_eq!(api.classify("torch.Stream"), Some(ApiCall::StreamFactory));
-        assert_eq!(api.classify("torch.nn.functional.relu"), Some(ApiCall::TensorOp));
-        assert_eq!(api.classify("torch.distributed.all_reduce"), Some(ApiCall::Collective));
-        assert_eq!(api.classify("torch.zeros_like"), Some(ApiCall::TensorFactory));
+        assert_eq!(
+            api.classify("torch.nn.functional.relu"),
+            Some(ApiCall::TensorOp)
+        );
+        assert_eq!(
+            api.classify("torch.distributed.all_reduce"),
+            Some(ApiCall::Collective)
+        );
+        assert_eq!(
+            api.classify("torch.zeros_like"),
+            Some(ApiCall::TensorFactory)
+        );
         assert_eq!(api.classify("numpy.zeros"), None);
-        assert_eq!(api.classify("torch.cuda.current_stream().wait_stream"), None);
-        assert_eq!(api.classify("fairscale.nn.pipe.stream.wait_stream"), Some(ApiCall::WaitStreamWrapper));
+        assert_eq!(
+            api.classify("torch.cuda.current_stream().wait_stream"),
+            None
+        );
+        assert_eq!(
+            api.classify("fairscale.nn.pipe.stream.wait_stream"),
+            Some(ApiCall::WaitStreamWrapper)
+        );
         assert_eq!(api.classify("torch.cuda.memory_allocated"), None);
         assert_eq!(api.classify("torch.device"), None);
-        assert_eq!(api.classify("torch.nn.utils.rnn.pad_sequence"), Some(ApiCall::TensorOp));
+        assert_eq!(
+            api.classify("torch.nn.utils.rnn.pad_sequence"),
+            Some(ApiCall::TensorOp)
+        );
     }
 }

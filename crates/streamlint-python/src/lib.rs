@@ -31,14 +31,23 @@ mod tests {
 
     #[test]
     fn syntax_errors_carry_their_offset() {
-        let err = lower_source("import torch\ns = torch.cuda.Stream(\n", "x.py", &ApiModel::default()).unwrap_err();
+        let err = lower_source(
+            "import torch\ns = torch.cuda.Stream(\n",
+            "x.py",
+            &ApiModel::default(),
+        )
+        .unwrap_err();
         assert!(err.offset >= 13, "{err:?}");
     }
 
     #[test]
     fn every_function_method_and_closure_is_a_body() {
         let src = "import torch\nclass P:\n    def a(self):\n        def inner():\n            pass\n        return inner\n\ndef b():\n    pass\n";
-        let names: Vec<String> = lower_source(src, "x.py", &ApiModel::default()).unwrap().into_iter().map(|b| b.name).collect();
+        let names: Vec<String> = lower_source(src, "x.py", &ApiModel::default())
+            .unwrap()
+            .into_iter()
+            .map(|b| b.name)
+            .collect();
         assert_eq!(names, ["<module>", "a", "inner", "b"]);
     }
 

@@ -5,18 +5,21 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use streamlint_graph::{
-    BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId, Memory, OpKind, Owner,
-    Production, ReleaseCause, Span, Spelling, Stream, StreamId, StreamOrigin,
+    BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId, Memory, OpKind,
+    Owner, Production, ReleaseCause, Span, Spelling, Stream, StreamId, StreamOrigin,
 };
 
-use crate::api::{ApiCall, HOST_READ_BUILTINS, HOST_READ_METHODS, METADATA_METHODS, NEUTRAL_BUILTINS, TENSOR_METHODS, VIEW_METHODS};
+use crate::api::{
+    ApiCall, HOST_READ_BUILTINS, HOST_READ_METHODS, METADATA_METHODS, NEUTRAL_BUILTINS,
+    TENSOR_METHODS, VIEW_METHODS,
+};
 use crate::module::{ModuleContext, Role};
 use crate::summary::{AttrKind, ClassSummary};
 use crate::syntax::{Constant, Expr, FunctionDef, Keyword, Operator, Stmt};
 
 const SPELLING: Spelling = Spelling {
-    record_stream: Some("{buffer}.record_stream({stream})"),
-    wait_stream: "{waiter}.wait_stream({waitee})",
+    record_stream: Some(|buffer, stream| format!("{buffer}.record_stream({stream})")),
+    wait_stream: |waiter, waitee| format!("{waiter}.wait_stream({waitee})"),
     line_comment: "#",
     statement_end: None,
 };
@@ -73,7 +76,9 @@ impl Value {
         match self {
             Value::Tensors(b) | Value::Storage(b) => out.extend(b),
             Value::Param(b) if with_params => out.push(*b),
-            Value::Group(items) => items.iter().for_each(|v| v.collect_buffers(out, with_params)),
+            Value::Group(items) => items
+                .iter()
+                .for_each(|v| v.collect_buffers(out, with_params)),
             _ => {}
         }
         out.sort();
@@ -119,13 +124,17 @@ impl Value {
             // `x = None` on one path: what the other path bound may still be there.
             (Value::None, known) | (known, Value::None) => known.clone(),
             // A tensor on one path and something untracked on the other: the tensor may be there.
-            (t @ (Value::Tensors(_) | Value::Param(_)), Value::Unknown) | (Value::Unknown, t @ (Value::Tensors(_) | Value::Param(_))) => t.clone(),
+            (t @ (Value::Tensors(_) | Value::Param(_)), Value::Unknown)
+            | (Value::Unknown, t @ (Value::Tensors(_) | Value::Param(_))) => t.clone(),
             // `torch.cuda.Stream() if multi_stream else nullcontext()`: a side stream on one
             // path and no stream context on the other.
-            (Value::Stream(s), Value::Unknown) | (Value::Unknown, Value::Stream(s)) if s.0 != 0 => Value::Stream(*s),
-            (Value::Tensors(_) | Value::Param(_) | Value::Group(_), Value::Tensors(_) | Value::Param(_) | Value::Group(_))
-                if !self.buffers().is_empty() || !other.buffers().is_empty() =>
-            {
+            (Value::Stream(s), Value::Unknown) | (Value::Unknown, Value::Stream(s)) if s.0 != 0 => {
+                Value::Stream(*s)
+            }
+            (
+                Value::Tensors(_) | Value::Param(_) | Value::Group(_),
+                Value::Tensors(_) | Value::Param(_) | Value::Group(_),
+            ) if !self.buffers().is_empty() || !other.buffers().is_empty() => {
                 let mut all = self.buffers();
                 all.extend(other.buffers());
                 all.sort();
@@ -218,7 +227,12 @@ pub struct Lowerer<'a> {
 impl<'a> Lowerer<'a> {
     /// Lower a function (or, with `def` = `None`, the module's top-level statements) in the
     /// role the module gives it.
-    pub fn lower(cx: &'a ModuleContext<'a>, role: Role<'a>, def: Option<&FunctionDef>, module_body: &[Stmt]) -> Body {
+    pub fn lower(
+        cx: &'a ModuleContext<'a>,
+        role: Role<'a>,
+        def: Option<&FunctionDef>,
+        module_body: &[Stmt],
+    ) -> Body {
         let ambient = Stream {
             display: "the current stream".into(),
             expr: "torch.cuda.current_stream()".into(),
@@ -245,7 +259,11 @@ impl<'a> Lowerer<'a> {
             main_guard: 0,
             method: name,
             b,
-            env: role.attr_text.iter().map(|(k, v)| (k.clone(), Value::Text(v.clone()))).collect(),
+            env: role
+                .attr_text
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::Text(v.clone())))
+                .collect(),
             current,
             exit,
             loops: Vec::new(),
@@ -275,27 +293,46 @@ impl<'a> Lowerer<'a> {
             l.b.push(OpKind::ScopeEnd, d.name_span);
         }
         // Values that exist at entry first, then what orders them (events, waits).
-        let (mut entry_ops, ordering): (Vec<_>, Vec<_>) =
-            std::mem::take(&mut l.entry_ops).into_iter().partition(|(k, _)| matches!(k, OpKind::Produce { .. }));
+        let (mut entry_ops, ordering): (Vec<_>, Vec<_>) = std::mem::take(&mut l.entry_ops)
+            .into_iter()
+            .partition(|(k, _)| matches!(k, OpKind::Produce { .. }));
         entry_ops.extend(ordering);
         l.b.prepend_to_entry(entry_ops);
         l.b.finish()
     }
 
     fn bind_params(&mut self, def: &FunctionDef, is_method: bool) {
-        let is_static = def.decorators.iter().any(|d| d.dotted().as_deref() == Some("staticmethod"));
+        let is_static = def
+            .decorators
+            .iter()
+            .any(|d| d.dotted().as_deref() == Some("staticmethod"));
         for (i, p) in def.params.iter().enumerate() {
             if i == 0 && is_method && !is_static {
                 continue;
             }
             self.params.push(p.name.clone());
-            let annotation = p.annotation.as_ref().and_then(Expr::dotted).unwrap_or_default();
-            let default_stream = p.default.as_ref().filter(|d| self.api_kind(d) == Some(ApiCall::StreamFactory));
+            let annotation = p
+                .annotation
+                .as_ref()
+                .and_then(Expr::dotted)
+                .unwrap_or_default();
+            let default_stream = p
+                .default
+                .as_ref()
+                .filter(|d| self.api_kind(d) == Some(ApiCall::StreamFactory));
             let value = if let Some(d) = default_stream {
                 // Evaluated once, when the `def` runs: one stream for every call.
-                let stream = Stream { display: format!("`{}`", p.name), expr: p.name.clone(), origin: StreamOrigin::Global, span: Some(d.span()) };
+                let stream = Stream {
+                    display: format!("`{}`", p.name),
+                    expr: p.name.clone(),
+                    origin: StreamOrigin::Global,
+                    span: Some(d.span()),
+                };
                 Value::Stream(self.b.add_stream(stream))
-            } else if annotation.ends_with("Stream") || p.name == "stream" || p.name.ends_with("_stream") {
+            } else if annotation.ends_with("Stream")
+                || p.name == "stream"
+                || p.name.ends_with("_stream")
+            {
                 Value::Stream(self.named_stream(&p.name))
             } else if annotation.ends_with("Event") {
                 Value::Event(self.event_at(p.span, &p.name, false))
@@ -304,12 +341,23 @@ impl<'a> Lowerer<'a> {
                 // stream work made them; their place is still not known for sure.
                 let lower = p.name.to_ascii_lowercase();
                 let host = ["host", "cpu", "pinned"].iter().any(|w| lower.contains(w));
-                let how = if host { Production::Host } else { Production::Entry };
+                let how = if host {
+                    Production::Host
+                } else {
+                    Production::Entry
+                };
                 let buf = self.buffer_at(p.span, "param", &p.name, Memory::Device, Owner::Caller);
                 if annotation.ends_with("Tensor") {
                     self.confirmed.insert(buf);
                 }
-                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: self.b.ambient(), how }, p.span));
+                self.entry_ops.push((
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: self.b.ambient(),
+                        how,
+                    },
+                    p.span,
+                ));
                 self.unplaced.insert(buf);
                 Value::Param(buf)
             };
@@ -330,15 +378,35 @@ impl<'a> Lowerer<'a> {
         id
     }
 
-    fn buffer_at(&mut self, span: Span, tag: &str, name: &str, memory: Memory, owner: Owner) -> BufferId {
-        let buffer = Buffer { name: name.to_string(), memory, owner };
-        let key = if tag.starts_with("element-of:") { tag.to_string() } else { format!("{tag}:{name}") };
+    fn buffer_at(
+        &mut self,
+        span: Span,
+        tag: &str,
+        name: &str,
+        memory: Memory,
+        owner: Owner,
+    ) -> BufferId {
+        let buffer = Buffer {
+            name: name.to_string(),
+            memory,
+            owner,
+        };
+        let key = if tag.starts_with("element-of:") {
+            tag.to_string()
+        } else {
+            format!("{tag}:{name}")
+        };
         BufferId(self.site(span, &key, |b| b.add_buffer(buffer).0))
     }
 
     /// The event created at `span` (`created`), or received there (a parameter).
     fn event_at(&mut self, span: Span, name: &str, created: bool) -> EventId {
-        let event = Event { name: format!("`{name}`"), expr: name.to_string(), created: created.then_some(span), internal: false };
+        let event = Event {
+            name: format!("`{name}`"),
+            expr: name.to_string(),
+            created: created.then_some(span),
+            internal: false,
+        };
         EventId(self.site(span, "event", |b| b.add_event(event).0))
     }
 
@@ -346,7 +414,11 @@ impl<'a> Lowerer<'a> {
         if let Some(b) = self.attribute_buffers.get(dotted) {
             return *b;
         }
-        let id = self.b.add_buffer(Buffer { name: dotted.to_string(), memory, owner: Owner::Attribute });
+        let id = self.b.add_buffer(Buffer {
+            name: dotted.to_string(),
+            memory,
+            owner: Owner::Attribute,
+        });
         self.attribute_buffers.insert(dotted.to_string(), id);
         id
     }
@@ -355,7 +427,12 @@ impl<'a> Lowerer<'a> {
         if let Some(e) = self.attribute_events.get(dotted) {
             return *e;
         }
-        let id = self.b.add_event(Event { name: format!("`{dotted}`"), expr: dotted.to_string(), created: None, internal: false });
+        let id = self.b.add_event(Event {
+            name: format!("`{dotted}`"),
+            expr: dotted.to_string(),
+            created: None,
+            internal: false,
+        });
         self.attribute_events.insert(dotted.to_string(), id);
         id
     }
@@ -372,7 +449,12 @@ impl<'a> Lowerer<'a> {
         } else {
             StreamOrigin::Unknown
         };
-        let id = self.b.add_stream(Stream { display: format!("`{name}`"), expr: name.to_string(), origin, span: None });
+        let id = self.b.add_stream(Stream {
+            display: format!("`{name}`"),
+            expr: name.to_string(),
+            origin,
+            span: None,
+        });
         self.named_streams.insert(name.to_string(), id);
         id
     }
@@ -385,7 +467,14 @@ impl<'a> Lowerer<'a> {
     fn produce(&mut self, span: Span, name: &str, memory: Memory, how: Production) -> Value {
         let buf = self.buffer_at(span, "value", name, memory, Owner::Local);
         self.new_instance(buf, span);
-        self.b.push(OpKind::Produce { buffer: buf, stream: self.current, how }, span);
+        self.b.push(
+            OpKind::Produce {
+                buffer: buf,
+                stream: self.current,
+                how,
+            },
+            span,
+        );
         Value::Tensors(vec![buf])
     }
 
@@ -397,7 +486,13 @@ impl<'a> Lowerer<'a> {
         }
         let b = self.b.body().buffer(buffer).clone();
         let previous = self.buffer_at(span, "previous", &b.name, b.memory, b.owner);
-        self.b.push(OpKind::Carry { from: buffer, into: previous }, span);
+        self.b.push(
+            OpKind::Carry {
+                from: buffer,
+                into: previous,
+            },
+            span,
+        );
         for v in self.env.values_mut() {
             v.replace(buffer, previous);
         }
@@ -451,7 +546,10 @@ impl<'a> Lowerer<'a> {
             let kind = if self.on_host(buffer) {
                 OpKind::HostRead { buffer }
             } else {
-                OpKind::Read { buffer, stream: self.current }
+                OpKind::Read {
+                    buffer,
+                    stream: self.current,
+                }
             };
             self.b.push(kind, span);
         }
@@ -464,7 +562,10 @@ impl<'a> Lowerer<'a> {
             let kind = if self.on_host(buffer) {
                 OpKind::HostWrite { buffer }
             } else {
-                OpKind::Write { buffer, stream: self.current }
+                OpKind::Write {
+                    buffer,
+                    stream: self.current,
+                }
             };
             self.b.push(kind, span);
         }
@@ -474,9 +575,15 @@ impl<'a> Lowerer<'a> {
     fn copy_access(&mut self, buffers: &[BufferId], write: bool, span: Span) {
         for &buffer in buffers {
             let kind = if write {
-                OpKind::Write { buffer, stream: self.current }
+                OpKind::Write {
+                    buffer,
+                    stream: self.current,
+                }
             } else {
-                OpKind::Read { buffer, stream: self.current }
+                OpKind::Read {
+                    buffer,
+                    stream: self.current,
+                }
             };
             self.b.push(kind, span);
         }
@@ -491,7 +598,9 @@ impl<'a> Lowerer<'a> {
             return self.produce(span, &name, Memory::PageableHost, Production::Host);
         }
         let v = self.produce(span, &name, Memory::Device, Production::Compute);
-        let unknown_place = |b: &BufferId| self.unplaced.contains(b) || self.b.body().buffer(*b).owner == Owner::Caller;
+        let unknown_place = |b: &BufferId| {
+            self.unplaced.contains(b) || self.b.body().buffer(*b).owner == Owner::Caller
+        };
         if inputs.iter().all(unknown_place) {
             self.unplaced.extend(v.buffers());
         }
@@ -500,8 +609,11 @@ impl<'a> Lowerer<'a> {
 
     /// The host reads device tensors: it waits for the current stream first.
     fn host_read(&mut self, value: &Value, span: Span) {
-        let device: Vec<_> =
-            value.buffers().into_iter().filter(|b| self.b.body().buffer(*b).memory == Memory::Device).collect();
+        let device: Vec<_> = value
+            .buffers()
+            .into_iter()
+            .filter(|b| self.b.body().buffer(*b).memory == Memory::Device)
+            .collect();
         if device.is_empty() {
             for buffer in value.buffers() {
                 self.b.push(OpKind::HostRead { buffer }, span);
@@ -509,7 +621,12 @@ impl<'a> Lowerer<'a> {
             return;
         }
         self.read_all(&device, span);
-        self.b.push(OpKind::SyncStream { stream: self.current }, span);
+        self.b.push(
+            OpKind::SyncStream {
+                stream: self.current,
+            },
+            span,
+        );
     }
 
     fn escape(&mut self, value: &Value, kind: EscapeKind, span: Span) {
@@ -527,9 +644,18 @@ impl<'a> Lowerer<'a> {
     /// outlives the caller's use, so it is marked as kept by the object first.
     fn hand_to_caller(&mut self, value: &Value, span: Span) {
         for buffer in value.buffers() {
-            let held = self.env.iter().any(|(k, v)| k.starts_with("self.") && v.buffers().contains(&buffer));
+            let held = self
+                .env
+                .iter()
+                .any(|(k, v)| k.starts_with("self.") && v.buffers().contains(&buffer));
             if held {
-                self.b.push(OpKind::Escape { buffer, kind: EscapeKind::Attribute }, span);
+                self.b.push(
+                    OpKind::Escape {
+                        buffer,
+                        kind: EscapeKind::Attribute,
+                    },
+                    span,
+                );
             }
         }
         self.escape(value, EscapeKind::Caller, span);
@@ -537,13 +663,17 @@ impl<'a> Lowerer<'a> {
 
     /// Is `buffer` held by a name other than `except`?
     fn held_elsewhere(&self, buffer: BufferId, except: &str) -> bool {
-        self.env.iter().any(|(k, v)| k != except && v.buffers().contains(&buffer))
+        self.env
+            .iter()
+            .any(|(k, v)| k != except && v.buffers().contains(&buffer))
     }
 
     /// Release what a name held when it is deleted or rebound (unless it is kept by the new
     /// value or another name).
     fn release_name(&mut self, name: &str, keep: &[BufferId], cause: ReleaseCause, span: Span) {
-        let Some(old) = self.env.get(name).cloned() else { return };
+        let Some(old) = self.env.get(name).cloned() else {
+            return;
+        };
         for buffer in old.local_tensors() {
             let local = self.b.body().buffer(buffer).owner == Owner::Local;
             // Freed host memory waits in PyTorch's caching host allocator until the copies
@@ -587,8 +717,13 @@ impl<'a> Lowerer<'a> {
 
     /// The API meaning of a call expression, if it is a known one.
     fn api_kind(&self, expr: &Expr) -> Option<ApiCall> {
-        let Expr::Call { func, .. } = expr else { return None };
-        self.cx.imports.qualify(func).and_then(|q| self.cx.api.classify(&q))
+        let Expr::Call { func, .. } = expr else {
+            return None;
+        };
+        self.cx
+            .imports
+            .qualify(func)
+            .and_then(|q| self.cx.api.classify(&q))
     }
 
     /// A `try` whose `finally` calls `set_stream`.
@@ -638,15 +773,40 @@ impl<'a> Lowerer<'a> {
                     }
                 }
             }
-            Stmt::Assign { targets, value, augmented, span } => self.assign_stmt(targets, value, *augmented, *span),
-            Stmt::For { target, iter, body, orelse, span } => {
+            Stmt::Assign {
+                targets,
+                value,
+                augmented,
+                span,
+            } => self.assign_stmt(targets, value, *augmented, *span),
+            Stmt::For {
+                target,
+                iter,
+                body,
+                orelse,
+                span,
+            } => {
                 let it = self.eval(iter);
                 let counting = matches!(iter, Expr::Call { func, .. } if func.dotted().as_deref() == Some("range"));
-                let element = if counting { Value::Unknown } else { self.element_of(&it, target) };
+                let element = if counting {
+                    Value::Unknown
+                } else {
+                    self.element_of(&it, target)
+                };
                 self.lower_loop(None, Some((target, element)), body, orelse, *span);
             }
-            Stmt::While { test, body, orelse, span } => self.lower_loop(Some(test), None, body, orelse, *span),
-            Stmt::If { test, body, orelse, span } => {
+            Stmt::While {
+                test,
+                body,
+                orelse,
+                span,
+            } => self.lower_loop(Some(test), None, body, orelse, *span),
+            Stmt::If {
+                test,
+                body,
+                orelse,
+                span,
+            } => {
                 // Guards that are constant on CUDA: lower only the branch CUDA takes.
                 match self.cx.api.cuda_truth(test, &self.cx.imports) {
                     Some(true) => return self.stmts(body),
@@ -673,7 +833,8 @@ impl<'a> Lowerer<'a> {
                 let before = self.env.clone();
                 self.branch(from);
                 self.stmts(body);
-                let (then_end, then_env) = (self.b.current(), std::mem::replace(&mut self.env, before));
+                let (then_end, then_env) =
+                    (self.b.current(), std::mem::replace(&mut self.env, before));
                 self.branch(from);
                 self.stmts(orelse);
                 let else_end = self.b.current();
@@ -701,15 +862,33 @@ impl<'a> Lowerer<'a> {
                 }
                 acquired.retain(|(s, _)| *s != saved);
                 for &(s, span) in &acquired {
-                    self.b.push(OpKind::WaitStream { waiter: s, waitee: saved }, span);
+                    self.b.push(
+                        OpKind::WaitStream {
+                            waiter: s,
+                            waitee: saved,
+                        },
+                        span,
+                    );
                 }
                 self.stmts(body);
                 self.current = saved;
                 for &(s, span) in &acquired {
-                    self.b.push(OpKind::WaitStream { waiter: saved, waitee: s }, span);
+                    self.b.push(
+                        OpKind::WaitStream {
+                            waiter: saved,
+                            waitee: s,
+                        },
+                        span,
+                    );
                 }
             }
-            Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+            Stmt::Try {
+                body,
+                handlers,
+                orelse,
+                finalbody,
+                ..
+            } => {
                 let restoring = self.cx.sets_stream(finalbody);
                 self.restoring_try += usize::from(restoring);
                 let from = self.b.current();
@@ -734,7 +913,10 @@ impl<'a> Lowerer<'a> {
                     self.b.edge(e, join);
                 }
                 self.b.switch_to(join);
-                self.env = envs.iter().skip(1).fold(envs[0].clone(), |acc, e| merge_env(&acc, e));
+                self.env = envs
+                    .iter()
+                    .skip(1)
+                    .fold(envs[0].clone(), |acc, e| merge_env(&acc, e));
                 self.stmts(finalbody);
                 self.restoring_try -= usize::from(restoring);
             }
@@ -762,7 +944,9 @@ impl<'a> Lowerer<'a> {
             Stmt::Raise => self.dead_end(),
             Stmt::Import { names } | Stmt::ImportFrom { names, .. } => {
                 for (name, alias) in names {
-                    let bound = alias.clone().unwrap_or_else(|| name.split('.').next().unwrap_or(name).to_string());
+                    let bound = alias
+                        .clone()
+                        .unwrap_or_else(|| name.split('.').next().unwrap_or(name).to_string());
                     self.env.remove(&bound);
                 }
             }
@@ -789,14 +973,21 @@ impl<'a> Lowerer<'a> {
         if !matches!(value, Value::Unknown) {
             return value;
         }
-        let Expr::Call { func, args, .. } = context else { return value };
-        let (Expr::Attribute { attr, .. }, Some(arg)) = (func.as_ref(), args.first()) else { return value };
+        let Expr::Call { func, args, .. } = context else {
+            return value;
+        };
+        let (Expr::Attribute { attr, .. }, Some(arg)) = (func.as_ref(), args.first()) else {
+            return value;
+        };
         if attr != "stream" {
             return value;
         }
         let stream = match arg.dotted().and_then(|d| self.env.get(&d).cloned()) {
             Some(Value::Stream(s)) => Some(s),
-            _ => arg.dotted().filter(|d| d.to_ascii_lowercase().contains("stream")).map(|d| self.named_stream(&d)),
+            _ => arg
+                .dotted()
+                .filter(|d| d.to_ascii_lowercase().contains("stream"))
+                .map(|d| self.named_stream(&d)),
         };
         stream.map_or(value, |s| Value::StreamContext(Some(s)))
     }
@@ -806,8 +997,21 @@ impl<'a> Lowerer<'a> {
     /// the stream with the caller's; the analysis takes them to wait for the current stream on
     /// entry and to make the current stream wait for them on exit.
     fn acquired_streams(&mut self, context: &Expr) -> Vec<(StreamId, Span)> {
-        let Expr::Call { func, args, keywords, span } = context else { return Vec::new() };
-        if self.cx.imports.qualify(func).is_some_and(|q| q.ends_with("cuda.graph")) {
+        let Expr::Call {
+            func,
+            args,
+            keywords,
+            span,
+        } = context
+        else {
+            return Vec::new();
+        };
+        if self
+            .cx
+            .imports
+            .qualify(func)
+            .is_some_and(|q| q.ends_with("cuda.graph"))
+        {
             // Graph capture synchronizes the device before it starts.
             self.b.push(OpKind::SyncDevice, *span);
         }
@@ -815,7 +1019,10 @@ impl<'a> Lowerer<'a> {
         for a in args.iter().chain(keywords.iter().map(|k| &k.value)) {
             if let Some(Value::Stream(s)) = a.dotted().and_then(|d| self.env.get(&d).cloned()) {
                 out.push((s, *span));
-            } else if let Some(d) = a.dotted().filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream"))) {
+            } else if let Some(d) = a
+                .dotted()
+                .filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream")))
+            {
                 let s = self.named_stream(&d);
                 out.push((s, *span));
             }
@@ -948,12 +1155,20 @@ impl<'a> Lowerer<'a> {
                 self.release_name(id, &keep, ReleaseCause::Rebind, span);
                 self.env.insert(id.clone(), value);
             }
-            Expr::Attribute { value: owner, attr, .. } => {
+            Expr::Attribute {
+                value: owner, attr, ..
+            } => {
                 if attr == "data" {
                     if let Expr::Name { id, .. } = owner.as_ref() {
                         if let Some(old) = self.env.get(id).cloned() {
                             for buffer in old.buffers() {
-                                self.b.push(OpKind::Release { buffer, cause: ReleaseCause::DataAssign }, span);
+                                self.b.push(
+                                    OpKind::Release {
+                                        buffer,
+                                        cause: ReleaseCause::DataAssign,
+                                    },
+                                    span,
+                                );
                             }
                             self.env.insert(id.clone(), value);
                             return;
@@ -965,7 +1180,11 @@ impl<'a> Lowerer<'a> {
                     self.env.insert(d, value);
                 }
             }
-            Expr::Subscript { value: container, index, .. } => {
+            Expr::Subscript {
+                value: container,
+                index,
+                ..
+            } => {
                 let c = self.eval(container);
                 self.eval(index);
                 let written = c.local_tensors();
@@ -980,7 +1199,9 @@ impl<'a> Lowerer<'a> {
             Expr::Collection { elts, .. } => {
                 let parts = match &value {
                     Value::Group(items) if items.len() == elts.len() => items.clone(),
-                    Value::Tensors(b) if b.len() == 1 && self.fresh_value => self.split_result(b[0], elts, span),
+                    Value::Tensors(b) if b.len() == 1 && self.fresh_value => {
+                        self.split_result(b[0], elts, span)
+                    }
                     other => vec![other.clone(); elts.len()],
                 };
                 for (e, v) in elts.iter().zip(parts) {
@@ -997,7 +1218,11 @@ impl<'a> Lowerer<'a> {
     fn split_result(&mut self, first: BufferId, names: &[Expr], span: Span) -> Vec<Value> {
         // Only a result made by this very statement; views (`unbind`, `split`) share memory.
         let just_made = match self.b.body().ops.last().map(|op| &op.kind) {
-            Some(OpKind::Produce { buffer, stream, how }) if *buffer == first => Some((*stream, *how)),
+            Some(OpKind::Produce {
+                buffer,
+                stream,
+                how,
+            }) if *buffer == first => Some((*stream, *how)),
             _ => None,
         };
         let Some((stream, how)) = just_made else {
@@ -1008,7 +1233,14 @@ impl<'a> Lowerer<'a> {
         for (i, n) in names.iter().enumerate().skip(1) {
             let name = n.dotted().unwrap_or_else(|| format!("{}[{i}]", info.name));
             let buf = self.buffer_at(n.span(), "part", &name, info.memory, info.owner);
-            self.b.push(OpKind::Produce { buffer: buf, stream, how }, span);
+            self.b.push(
+                OpKind::Produce {
+                    buffer: buf,
+                    stream,
+                    how,
+                },
+                span,
+            );
             if self.unplaced.contains(&first) {
                 self.unplaced.insert(buf);
             }
@@ -1023,9 +1255,20 @@ impl<'a> Lowerer<'a> {
         match expr {
             Expr::Name { id, .. } => self.env.get(id).cloned().unwrap_or(Value::Unknown),
             Expr::Attribute { value, attr, .. } => self.attribute(expr, value, attr),
-            Expr::Call { func, args, keywords, span } => self.call(func, args, keywords, *span),
-            Expr::Constant { value: Constant::None, .. } => Value::None,
-            Expr::Constant { value: Constant::Str(s), .. } => Value::Text(s.clone()),
+            Expr::Call {
+                func,
+                args,
+                keywords,
+                span,
+            } => self.call(func, args, keywords, *span),
+            Expr::Constant {
+                value: Constant::None,
+                ..
+            } => Value::None,
+            Expr::Constant {
+                value: Constant::Str(s),
+                ..
+            } => Value::Text(s.clone()),
             Expr::Constant { .. } => Value::Unknown,
             Expr::Operator { op, operands, span } => {
                 let vals: Vec<Value> = operands.iter().map(|o| self.eval(o)).collect();
@@ -1075,7 +1318,9 @@ impl<'a> Lowerer<'a> {
                     _ => Value::Unknown,
                 }
             }
-            Expr::Collection { elts, .. } => Value::Group(elts.iter().map(|e| self.eval(e)).collect()),
+            Expr::Collection { elts, .. } => {
+                Value::Group(elts.iter().map(|e| self.eval(e)).collect())
+            }
             Expr::Starred { value, .. } | Expr::Await { value, .. } => self.eval(value),
             Expr::Yield { value, span } => {
                 if let Some(v) = value {
@@ -1084,18 +1329,26 @@ impl<'a> Lowerer<'a> {
                 }
                 Value::Unknown
             }
-            Expr::IfExp { test, body, orelse, .. } => {
+            Expr::IfExp {
+                test, body, orelse, ..
+            } => {
                 self.eval(test);
                 let a = self.eval(body);
                 let b = self.eval(orelse);
                 a.merge(&b)
             }
-            Expr::Walrus { target, value, span } => {
+            Expr::Walrus {
+                target,
+                value,
+                span,
+            } => {
                 let v = self.eval(value);
                 self.assign(target, v.clone(), *span);
                 v
             }
-            Expr::Comprehension { elts, generators, .. } => {
+            Expr::Comprehension {
+                elts, generators, ..
+            } => {
                 for g in generators {
                     let it = self.eval(&g.iter);
                     let element = self.element_of(&it, &g.target);
@@ -1124,12 +1377,18 @@ impl<'a> Lowerer<'a> {
                 let name = target.dotted().unwrap_or_else(|| "element".into());
                 // Elements of one caller container are one value, however many loops visit it.
                 let site = match it {
-                    Value::Param(container) => (Span::default(), format!("element-of:{}", container.0)),
+                    Value::Param(container) => {
+                        (Span::default(), format!("element-of:{}", container.0))
+                    }
                     _ => (target.span(), "element".to_string()),
                 };
                 let buf = self.buffer_at(site.0, &site.1, &name, Memory::Device, Owner::Caller);
                 let ambient = self.b.ambient();
-                let produce = OpKind::Produce { buffer: buf, stream: ambient, how: Production::Entry };
+                let produce = OpKind::Produce {
+                    buffer: buf,
+                    stream: ambient,
+                    how: Production::Entry,
+                };
                 if !self.entry_ops.iter().any(|(k, _)| *k == produce) {
                     self.entry_ops.push((produce, target.span()));
                 }
@@ -1177,35 +1436,75 @@ impl<'a> Lowerer<'a> {
                 // Recorded by another method after what it stages: known as recorded at entry.
                 if let Some(stream) = self.class?.event_streams.get(dotted).cloned() {
                     let s = self.named_stream(&stream);
-                    self.entry_ops.push((OpKind::RecordEvent { event: e, stream: s }, span));
+                    self.entry_ops.push((
+                        OpKind::RecordEvent {
+                            event: e,
+                            stream: s,
+                        },
+                        span,
+                    ));
                 }
                 Value::Event(e)
             }
             AttrKind::Host { pinned } => {
-                let memory = if pinned { Memory::PinnedHost } else { Memory::PageableHost };
+                let memory = if pinned {
+                    Memory::PinnedHost
+                } else {
+                    Memory::PageableHost
+                };
                 let buf = self.attribute_buffer(dotted, memory);
                 let ambient = self.b.ambient();
-                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: ambient, how: Production::Host }, span));
+                self.entry_ops.push((
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: ambient,
+                        how: Production::Host,
+                    },
+                    span,
+                ));
                 Value::Tensors(vec![buf])
             }
             AttrKind::Tensor { stream, .. } if stream.is_empty() => {
                 let buf = self.attribute_buffer(dotted, Memory::Device);
                 let ambient = self.b.ambient();
-                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: ambient, how: Production::Entry }, span));
+                self.entry_ops.push((
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: ambient,
+                        how: Production::Entry,
+                    },
+                    span,
+                ));
                 Value::Tensors(vec![buf])
             }
             AttrKind::Tensor { stream, transfer } => {
                 let s = self.named_stream(&stream);
                 let buf = self.attribute_buffer(dotted, Memory::Device);
                 let how = staged_production(transfer);
-                self.entry_ops.push((OpKind::Produce { buffer: buf, stream: s, how }, span));
+                self.entry_ops.push((
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: s,
+                        how,
+                    },
+                    span,
+                ));
                 let class = self.class?;
-                let waits_here = class.methods.get(&self.method).is_some_and(|m| m.orders(&stream));
+                let waits_here = class
+                    .methods
+                    .get(&self.method)
+                    .is_some_and(|m| m.orders(&stream));
                 if !waits_here && class.waited_elsewhere(&stream, &self.method) {
                     // Another method orders the current stream after the producer; assume the
                     // caller calls it first.
                     let ambient = self.b.ambient();
-                    self.entry_ops.push((OpKind::WaitStream { waiter: ambient, waitee: s }, span));
+                    self.entry_ops.push((
+                        OpKind::WaitStream {
+                            waiter: ambient,
+                            waitee: s,
+                        },
+                        span,
+                    ));
                 }
                 Value::Tensors(vec![buf])
             }
@@ -1220,11 +1519,18 @@ impl<'a> Lowerer<'a> {
         let api = match root.and_then(|r| self.env.get(r)) {
             // `dm.current_stream()` for `dm` bound to a device module.
             Some(Value::Module(module)) => {
-                let rest = func.dotted().and_then(|d| d.split_once('.').map(|(_, rest)| rest.to_string()));
-                rest.map(|rest| format!("{module}.{rest}")).and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
+                let rest = func
+                    .dotted()
+                    .and_then(|d| d.split_once('.').map(|(_, rest)| rest.to_string()));
+                rest.map(|rest| format!("{module}.{rest}"))
+                    .and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
             }
             _ if root_is_local && !matches!(func, Expr::Name { .. }) => None,
-            _ => self.cx.imports.qualify(func).and_then(|q| self.cx.api.classify(&q).map(|c| (c, q))),
+            _ => self
+                .cx
+                .imports
+                .qualify(func)
+                .and_then(|q| self.cx.api.classify(&q).map(|c| (c, q))),
         };
         if let Some((call, qualified)) = api {
             if !(matches!(func, Expr::Name { id, .. } if self.env.contains_key(id))) {
@@ -1232,7 +1538,11 @@ impl<'a> Lowerer<'a> {
             }
         }
         match func {
-            Expr::Attribute { value: receiver, attr, .. } => {
+            Expr::Attribute {
+                value: receiver,
+                attr,
+                ..
+            } => {
                 if let (Some(class), Expr::Name { id, .. }) = (self.class, receiver.as_ref()) {
                     if id == "self" && class.methods.contains_key(attr) {
                         return self.self_method_call(attr, args, keywords, span);
@@ -1254,14 +1564,23 @@ impl<'a> Lowerer<'a> {
                 }
                 if NEUTRAL_BUILTINS.contains(&id.as_str()) {
                     return match id.as_str() {
-                        "list" | "tuple" | "iter" | "next" | "reversed" | "sorted" | "enumerate" | "zip" => {
+                        "list" | "tuple" | "iter" | "next" | "reversed" | "sorted"
+                        | "enumerate" | "zip" => {
                             Value::tensors(vals.iter().flat_map(Value::local_tensors).collect())
                         }
                         _ => Value::Unknown,
                     };
                 }
                 let local = self.cx.local_functions.contains(id);
-                self.opaque_call(vals, span, if local { Callee::LocalFunction } else { Callee::Foreign })
+                self.opaque_call(
+                    vals,
+                    span,
+                    if local {
+                        Callee::LocalFunction
+                    } else {
+                        Callee::Foreign
+                    },
+                )
             }
             _ => {
                 self.eval(func);
@@ -1289,29 +1608,56 @@ impl<'a> Lowerer<'a> {
         }
         // Device inputs are read on the current stream; what such a callee does with host
         // tensors (keep them, hand them on) is not known to read them.
-        let inputs: Vec<BufferId> = self.tensor_buffers(&vals).into_iter().filter(|b| !self.on_host(*b)).collect();
+        let inputs: Vec<BufferId> = self
+            .tensor_buffers(&vals)
+            .into_iter()
+            .filter(|b| !self.on_host(*b))
+            .collect();
         if inputs.is_empty() {
             return Value::Unknown;
         }
         self.read_all(&inputs, span);
         let name = self.value_name("result");
-        let how = if callee == Callee::Module { Production::Module } else { Production::Call };
+        let how = if callee == Callee::Module {
+            Production::Module
+        } else {
+            Production::Call
+        };
         self.produce(span, &name, Memory::Device, how)
     }
 
     /// `self.m(..)` for a method of this class: its effects on the object's attributes.
-    fn self_method_call(&mut self, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+    fn self_method_call(
+        &mut self,
+        method: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
         let vals = self.eval_args(args, keywords);
-        let Some(summary) = self.class.and_then(|c| c.methods.get(method)) else { return Value::Unknown };
+        let Some(summary) = self.class.and_then(|c| c.methods.get(method)) else {
+            return Value::Unknown;
+        };
         for stream in summary.waits_on.clone() {
             let s = self.named_stream(&stream);
             let current = self.current;
             if s != current {
-                self.b.push(OpKind::WaitStream { waiter: current, waitee: s }, span);
+                self.b.push(
+                    OpKind::WaitStream {
+                        waiter: current,
+                        waitee: s,
+                    },
+                    span,
+                );
             }
         }
         for name in summary.syncs.clone() {
-            if self.class.is_some_and(|c| matches!(c.attrs.get(&name), Some(AttrKind::Stream | AttrKind::StreamCache))) {
+            if self.class.is_some_and(|c| {
+                matches!(
+                    c.attrs.get(&name),
+                    Some(AttrKind::Stream | AttrKind::StreamCache)
+                )
+            }) {
                 let s = self.named_stream(&name);
                 self.b.push(OpKind::SyncStream { stream: s }, span);
             }
@@ -1325,7 +1671,14 @@ impl<'a> Lowerer<'a> {
                 let s = self.named_stream(&stream);
                 let buf = self.buffer_at(span, "staged", &attr, Memory::Device, Owner::Attribute);
                 let how = staged_production(transfer);
-                self.b.push(OpKind::Produce { buffer: buf, stream: s, how }, span);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: s,
+                        how,
+                    },
+                    span,
+                );
                 self.env.insert(attr, Value::Tensors(vec![buf]));
             } else {
                 self.env.remove(&attr);
@@ -1336,7 +1689,14 @@ impl<'a> Lowerer<'a> {
         Value::Unknown
     }
 
-    fn api_call(&mut self, call: ApiCall, qualified: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+    fn api_call(
+        &mut self,
+        call: ApiCall,
+        qualified: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
         let first = args.first();
         match call {
             ApiCall::StreamFactory => {
@@ -1345,7 +1705,10 @@ impl<'a> Lowerer<'a> {
                     Some(n) => format!("`{n}`"),
                     None => "a temporary stream".to_string(),
                 };
-                let expr = self.binding.clone().unwrap_or_else(|| "torch.cuda.Stream()".into());
+                let expr = self
+                    .binding
+                    .clone()
+                    .unwrap_or_else(|| "torch.cuda.Stream()".into());
                 let origin = if self.at_import && self.main_guard == 0 {
                     StreamOrigin::Global
                 } else if self.binding.is_some() {
@@ -1353,8 +1716,15 @@ impl<'a> Lowerer<'a> {
                 } else {
                     StreamOrigin::Temporary
                 };
-                let stream = Stream { display, expr, origin, span: Some(span) };
-                Value::Stream(StreamId(self.site(span, "stream", |b| b.add_stream(stream).0)))
+                let stream = Stream {
+                    display,
+                    expr,
+                    origin,
+                    span: Some(span),
+                };
+                Value::Stream(StreamId(
+                    self.site(span, "stream", |b| b.add_stream(stream).0),
+                ))
             }
             ApiCall::StreamContext => {
                 let Some(arg) = first.or_else(|| Expr::keyword(keywords, "stream")) else {
@@ -1369,9 +1739,16 @@ impl<'a> Lowerer<'a> {
                 if let Some(arg) = first {
                     let v = self.eval(arg);
                     if let Some(s) = self.stream_of(&v, arg) {
-                        let restored =
-                            self.restores_stream || self.restoring_try > 0 || self.restore_follows.iter().any(|l| *l);
-                        self.b.push(OpKind::SetStream { stream: s, restored }, span);
+                        let restored = self.restores_stream
+                            || self.restoring_try > 0
+                            || self.restore_follows.iter().any(|l| *l);
+                        self.b.push(
+                            OpKind::SetStream {
+                                stream: s,
+                                restored,
+                            },
+                            span,
+                        );
                         self.current = s;
                     }
                 }
@@ -1394,7 +1771,9 @@ impl<'a> Lowerer<'a> {
                 // `zeros_like(x)` follows `x`; a tensor of unknown place is taken to be on the device.
                 let like_host = vals.first().is_some_and(|v| {
                     let b = v.buffers();
-                    !b.is_empty() && b.iter().all(|b| self.b.body().buffer(*b).memory != Memory::Device)
+                    !b.is_empty()
+                        && b.iter()
+                            .all(|b| self.b.body().buffer(*b).memory != Memory::Device)
                 });
                 let device = match Expr::keyword(keywords, "device") {
                     Some(d) => self.target_of(d) == Target::Device,
@@ -1409,7 +1788,9 @@ impl<'a> Lowerer<'a> {
                     });
                 if device {
                     let how = if call == ApiCall::TensorFromData {
-                        Production::HostToDevice { non_blocking: is_true(Expr::keyword(keywords, "non_blocking")) }
+                        Production::HostToDevice {
+                            non_blocking: is_true(Expr::keyword(keywords, "non_blocking")),
+                        }
                     } else if explicit {
                         Production::Allocate
                     } else {
@@ -1422,7 +1803,11 @@ impl<'a> Lowerer<'a> {
                     v
                 } else {
                     let pinned = is_true(Expr::keyword(keywords, "pin_memory"));
-                    let memory = if pinned { Memory::PinnedHost } else { Memory::PageableHost };
+                    let memory = if pinned {
+                        Memory::PinnedHost
+                    } else {
+                        Memory::PageableHost
+                    };
                     self.produce(span, &name, memory, Production::Host)
                 }
             }
@@ -1454,7 +1839,8 @@ impl<'a> Lowerer<'a> {
                 if let (Some(t), Some(s_expr)) = (vals.first(), args.get(1)) {
                     if let Some(s) = self.stream_of(&vals[1], s_expr) {
                         for buffer in t.buffers() {
-                            self.b.push(OpKind::RecordStream { buffer, stream: s }, span);
+                            self.b
+                                .push(OpKind::RecordStream { buffer, stream: s }, span);
                         }
                     }
                 }
@@ -1463,7 +1849,9 @@ impl<'a> Lowerer<'a> {
             ApiCall::WaitStreamWrapper => {
                 let vals = self.eval_args(args, keywords);
                 if let (Some(a), Some(b)) = (args.first(), args.get(1)) {
-                    if let (Some(waiter), Some(waitee)) = (self.stream_of(&vals[0], a), self.stream_of(&vals[1], b)) {
+                    if let (Some(waiter), Some(waitee)) =
+                        (self.stream_of(&vals[0], a), self.stream_of(&vals[1], b))
+                    {
                         self.b.push(OpKind::WaitStream { waiter, waitee }, span);
                     }
                 }
@@ -1484,11 +1872,18 @@ impl<'a> Lowerer<'a> {
             other => other.as_str().map(str::to_string).or(bound),
         };
         if let Some(s) = text {
-            return if s.starts_with("cpu") { Target::Host } else { Target::Device };
+            return if s.starts_with("cpu") {
+                Target::Host
+            } else {
+                Target::Device
+            };
         }
         if let Expr::Call { func, args, .. } = expr {
             if func.dotted().is_some_and(|d| d.ends_with("device")) {
-                return args.first().map(|a| self.target_of(a)).unwrap_or(Target::Device);
+                return args
+                    .first()
+                    .map(|a| self.target_of(a))
+                    .unwrap_or(Target::Device);
             }
         }
         if let Some(d) = expr.dotted() {
@@ -1499,7 +1894,10 @@ impl<'a> Lowerer<'a> {
             if d.starts_with("torch.") && !d.contains("device") {
                 return Target::SameDevice;
             }
-            if ["device", "dev", "gpu", "cuda", "rank"].iter().any(|k| last.contains(k)) {
+            if ["device", "dev", "gpu", "cuda", "rank"]
+                .iter()
+                .any(|k| last.contains(k))
+            {
                 return Target::Device;
             }
         }
@@ -1515,12 +1913,23 @@ impl<'a> Lowerer<'a> {
         if !matches!(recv, Value::Unknown | Value::Param(_)) {
             return recv;
         }
-        let Some(name) = receiver.dotted() else { return recv };
-        let last = name.rsplit('.').next().unwrap_or(&name).to_ascii_lowercase();
+        let Some(name) = receiver.dotted() else {
+            return recv;
+        };
+        let last = name
+            .rsplit('.')
+            .next()
+            .unwrap_or(&name)
+            .to_ascii_lowercase();
         let stream_like = last.contains("stream");
-        let event_like = last.contains("event") || last == "ev" || last.ends_with("_ev") || last.ends_with("_evt");
+        let event_like = last.contains("event")
+            || last == "ev"
+            || last.ends_with("_ev")
+            || last.ends_with("_evt");
         match method {
-            "wait_stream" | "wait_event" | "record_event" => Value::Stream(self.named_stream(&name)),
+            "wait_stream" | "wait_event" | "record_event" => {
+                Value::Stream(self.named_stream(&name))
+            }
             "synchronize" if stream_like => Value::Stream(self.named_stream(&name)),
             "record" | "wait" | "synchronize" | "query" if event_like => {
                 Value::Event(self.attribute_event(&name))
@@ -1538,7 +1947,9 @@ impl<'a> Lowerer<'a> {
         keywords: &[Keyword],
         span: Span,
     ) -> Value {
-        if CONTAINER_METHODS.contains(&method) && !matches!(recv, Value::Stream(_) | Value::Event(_)) {
+        if CONTAINER_METHODS.contains(&method)
+            && !matches!(recv, Value::Stream(_) | Value::Event(_))
+        {
             // `outputs.append(t)`, `queue.put(t)`: kept, not read.
             let vals = self.eval_args(args, keywords);
             for v in &vals {
@@ -1562,10 +1973,22 @@ impl<'a> Lowerer<'a> {
             Value::Event(e) => self.event_method(e, method, args, keywords, span),
             Value::Storage(buffers) => {
                 let vals = self.eval_args(args, keywords);
-                let to_zero = matches!(args.first(), Some(Expr::Constant { value: Constant::Int(0), .. }));
+                let to_zero = matches!(
+                    args.first(),
+                    Some(Expr::Constant {
+                        value: Constant::Int(0),
+                        ..
+                    })
+                );
                 if method == "resize_" && to_zero {
                     for buffer in buffers {
-                        self.b.push(OpKind::Release { buffer, cause: ReleaseCause::StorageResize }, span);
+                        self.b.push(
+                            OpKind::Release {
+                                buffer,
+                                cause: ReleaseCause::StorageResize,
+                            },
+                            span,
+                        );
                     }
                 }
                 drop(vals);
@@ -1576,12 +1999,20 @@ impl<'a> Lowerer<'a> {
                 // `work.wait()` makes the current stream wait for the collective, which itself
                 // waited for the stream it was launched from.
                 if method == "wait" && launched != self.current {
-                    self.b.push(OpKind::WaitStream { waiter: self.current, waitee: launched }, span);
+                    self.b.push(
+                        OpKind::WaitStream {
+                            waiter: self.current,
+                            waitee: launched,
+                        },
+                        span,
+                    );
                 }
                 Value::Unknown
             }
             Value::Tensors(_) => self.tensor_method(recv, method, args, keywords, span),
-            Value::Param(_) if TENSOR_METHODS.contains(&method) || VIEW_METHODS.contains(&method) => {
+            Value::Param(_)
+                if TENSOR_METHODS.contains(&method) || VIEW_METHODS.contains(&method) =>
+            {
                 self.tensor_method(recv, method, args, keywords, span)
             }
             Value::Group(_) if matches!(method, "values" | "items" | "keys" | "copy") => {
@@ -1607,7 +2038,10 @@ impl<'a> Lowerer<'a> {
                     // `self.encoder(x)`: a submodule.
                     return self.module_call(Some(method.to_string()), vals, args.len(), span);
                 }
-                if method.ends_with('_') && !method.starts_with('_') && TENSOR_METHODS.contains(&method) {
+                if method.ends_with('_')
+                    && !method.starts_with('_')
+                    && TENSOR_METHODS.contains(&method)
+                {
                     // `param._cpu_grad.copy_(g)`: an in-place tensor op on a tensor we do not
                     // track; it reads its tensor arguments on the current stream.
                     let inputs = self.tensor_buffers(&vals);
@@ -1630,23 +2064,49 @@ impl<'a> Lowerer<'a> {
     /// A call of a module or callable object (`self.encoder(x)`, `model(x)`): its first
     /// positional argument is a tensor. A backward function's results come from the streams the
     /// forward ops ran on, not from the current one.
-    fn module_call(&mut self, callee: Option<String>, vals: Vec<Value>, positional: usize, span: Span) -> Value {
+    fn module_call(
+        &mut self,
+        callee: Option<String>,
+        vals: Vec<Value>,
+        positional: usize,
+        span: Span,
+    ) -> Value {
         if positional > 0 {
             self.confirm(&vals[..1]);
         }
-        let last = callee.as_deref().and_then(|c| c.rsplit('.').next()).unwrap_or("");
-        let kind = if last.contains("backward") || last == "grad" { Callee::LocalFunction } else { Callee::Module };
+        let last = callee
+            .as_deref()
+            .and_then(|c| c.rsplit('.').next())
+            .unwrap_or("");
+        let kind = if last.contains("backward") || last == "grad" {
+            Callee::LocalFunction
+        } else {
+            Callee::Module
+        };
         self.opaque_call(vals, span, kind)
     }
 
-    fn stream_method(&mut self, s: StreamId, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+    fn stream_method(
+        &mut self,
+        s: StreamId,
+        method: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
         let vals = self.eval_args(args, keywords);
         let arg = args.first();
         match method {
             "wait_stream" => {
                 if let (Some(a), Some(v)) = (arg, vals.first()) {
                     if let Some(other) = self.stream_of(v, a) {
-                        self.b.push(OpKind::WaitStream { waiter: s, waitee: other }, span);
+                        self.b.push(
+                            OpKind::WaitStream {
+                                waiter: s,
+                                waitee: other,
+                            },
+                            span,
+                        );
                     }
                 }
                 Value::Unknown
@@ -1654,7 +2114,13 @@ impl<'a> Lowerer<'a> {
             "wait_event" => {
                 if let (Some(a), Some(v)) = (arg, vals.first()) {
                     if let Some(e) = self.event_of(v, a) {
-                        self.b.push(OpKind::WaitEvent { event: e, stream: s }, span);
+                        self.b.push(
+                            OpKind::WaitEvent {
+                                event: e,
+                                stream: s,
+                            },
+                            span,
+                        );
                     }
                 }
                 Value::Unknown
@@ -1668,7 +2134,13 @@ impl<'a> Lowerer<'a> {
                         self.event_at(span, &name, false)
                     }
                 };
-                self.b.push(OpKind::RecordEvent { event: e, stream: s }, span);
+                self.b.push(
+                    OpKind::RecordEvent {
+                        event: e,
+                        stream: s,
+                    },
+                    span,
+                );
                 Value::Event(e)
             }
             "synchronize" => {
@@ -1680,7 +2152,14 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    fn event_method(&mut self, e: EventId, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+    fn event_method(
+        &mut self,
+        e: EventId,
+        method: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
         let vals = self.eval_args(args, keywords);
         let stream_arg = args.first().or_else(|| Expr::keyword(keywords, "stream"));
         let stream = match (stream_arg, vals.first()) {
@@ -1696,21 +2175,40 @@ impl<'a> Lowerer<'a> {
         Value::Unknown
     }
 
-    fn tensor_method(&mut self, recv: Value, method: &str, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
+    fn tensor_method(
+        &mut self,
+        recv: Value,
+        method: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
         let vals = self.eval_args(args, keywords);
         self.confirm(std::slice::from_ref(&recv));
         let own = recv.buffers();
         let arg_buffers = self.tensor_buffers(&vals);
         let non_blocking = is_true(Expr::keyword(keywords, "non_blocking"))
-            || (method == "cuda" && matches!(args.get(1), Some(Expr::Constant { value: Constant::Bool(true), .. })));
-        let on_device = own.iter().all(|b| self.b.body().buffer(*b).memory == Memory::Device);
-        let known_device = on_device && matches!(recv, Value::Tensors(_)) && !own.iter().all(|b| self.unplaced.contains(b));
+            || (method == "cuda"
+                && matches!(
+                    args.get(1),
+                    Some(Expr::Constant {
+                        value: Constant::Bool(true),
+                        ..
+                    })
+                ));
+        let on_device = own
+            .iter()
+            .all(|b| self.b.body().buffer(*b).memory == Memory::Device);
+        let known_device = on_device
+            && matches!(recv, Value::Tensors(_))
+            && !own.iter().all(|b| self.unplaced.contains(b));
         match method {
             "record_stream" => {
                 if let (Some(a), Some(v)) = (args.first(), vals.first()) {
                     if let Some(s) = self.stream_of(v, a) {
                         for &buffer in &own {
-                            self.b.push(OpKind::RecordStream { buffer, stream: s }, span);
+                            self.b
+                                .push(OpKind::RecordStream { buffer, stream: s }, span);
                         }
                     }
                 }
@@ -1722,28 +2220,56 @@ impl<'a> Lowerer<'a> {
                     "cpu" => Target::Host,
                     _ => match args.first().or_else(|| Expr::keyword(keywords, "device")) {
                         // `.to(other)`: onto `other`'s device.
-                        Some(_) if !args.is_empty() && matches!(vals.first(), Some(Value::Tensors(_))) => Target::Device,
+                        Some(_)
+                            if !args.is_empty()
+                                && matches!(vals.first(), Some(Value::Tensors(_))) =>
+                        {
+                            Target::Device
+                        }
                         Some(d) => self.target_of(d),
                         None if non_blocking => Target::Device,
                         None => Target::SameDevice,
                     },
                 };
-                let source = own.first().map(|b| self.b.body().buffer(*b).name.clone()).unwrap_or_else(|| "tensor".into());
+                let source = own
+                    .first()
+                    .map(|b| self.b.body().buffer(*b).name.clone())
+                    .unwrap_or_else(|| "tensor".into());
                 let name = self.value_name(&source);
                 match target {
                     Target::Device if known_device => recv,
                     Target::Device => {
-                        let host: Vec<BufferId> = own.iter().copied().filter(|b| self.on_host(*b)).collect();
+                        let host: Vec<BufferId> =
+                            own.iter().copied().filter(|b| self.on_host(*b)).collect();
                         self.copy_access(&host, false, span);
-                        self.produce(span, &name, Memory::Device, Production::HostToDevice { non_blocking })
+                        self.produce(
+                            span,
+                            &name,
+                            Memory::Device,
+                            Production::HostToDevice { non_blocking },
+                        )
                     }
                     Target::Host if !on_device => recv,
                     Target::Host => {
                         self.read_all(&own, span);
-                        let memory = if non_blocking { Memory::PinnedHost } else { Memory::PageableHost };
-                        let v = self.produce(span, &name, memory, Production::DeviceToHost { non_blocking });
+                        let memory = if non_blocking {
+                            Memory::PinnedHost
+                        } else {
+                            Memory::PageableHost
+                        };
+                        let v = self.produce(
+                            span,
+                            &name,
+                            memory,
+                            Production::DeviceToHost { non_blocking },
+                        );
                         if !non_blocking {
-                            self.b.push(OpKind::SyncStream { stream: self.current }, span);
+                            self.b.push(
+                                OpKind::SyncStream {
+                                    stream: self.current,
+                                },
+                                span,
+                            );
                         }
                         v
                     }
@@ -1767,9 +2293,16 @@ impl<'a> Lowerer<'a> {
                     self.copy_access(&arg_buffers, false, span);
                     self.copy_access(&own, true, span);
                     // Into pageable memory the copy completes before the call returns.
-                    let into_pageable = own.iter().all(|b| self.b.body().buffer(*b).memory == Memory::PageableHost);
+                    let into_pageable = own
+                        .iter()
+                        .all(|b| self.b.body().buffer(*b).memory == Memory::PageableHost);
                     if !non_blocking || (from_device && into_pageable) {
-                        self.b.push(OpKind::SyncStream { stream: self.current }, span);
+                        self.b.push(
+                            OpKind::SyncStream {
+                                stream: self.current,
+                            },
+                            span,
+                        );
                     }
                 } else {
                     self.read_all(&arg_buffers, span);
@@ -1779,9 +2312,18 @@ impl<'a> Lowerer<'a> {
             }
             "backward" => {
                 self.read_all(&own, span);
-                let grads = self.buffer_at(span, "grad", "gradients", Memory::Device, Owner::Caller);
-                self.b.push(OpKind::Produce { buffer: grads, stream: self.current, how: Production::Compute }, span);
-                self.env.insert(GRADIENTS.into(), Value::Tensors(vec![grads]));
+                let grads =
+                    self.buffer_at(span, "grad", "gradients", Memory::Device, Owner::Caller);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer: grads,
+                        stream: self.current,
+                        how: Production::Compute,
+                    },
+                    span,
+                );
+                self.env
+                    .insert(GRADIENTS.into(), Value::Tensors(vec![grads]));
                 Value::Unknown
             }
             // A numpy array shares the tensor's memory: reading happens where it is used.
@@ -1817,15 +2359,28 @@ fn staged_production(transfer: bool) -> Production {
 }
 
 /// Methods that store their arguments in a container.
-const CONTAINER_METHODS: &[&str] =
-    &["append", "extend", "insert", "add", "put", "put_nowait", "appendleft", "setdefault", "update", "push"];
+const CONTAINER_METHODS: &[&str] = &[
+    "append",
+    "extend",
+    "insert",
+    "add",
+    "put",
+    "put_nowait",
+    "appendleft",
+    "setdefault",
+    "update",
+    "push",
+];
 
 /// Tensor methods that make a new tensor (not views, in-place ops, host reads or stream calls).
 fn makes_tensor(method: &str) -> bool {
     TENSOR_METHODS.contains(&method)
         && !method.ends_with('_')
         && !HOST_READ_METHODS.contains(&method)
-        && !matches!(method, "record_stream" | "backward" | "data" | "grad" | "split" | "chunk")
+        && !matches!(
+            method,
+            "record_stream" | "backward" | "data" | "grad" | "split" | "chunk"
+        )
 }
 
 /// `if __name__ == "__main__":`
@@ -1837,24 +2392,35 @@ fn is_main_guard(test: &Expr) -> bool {
 /// A statement that only adds ordering: a wait, a `record_stream`, a synchronize. (Not an event
 /// record: a record guarded by a flag is exactly how waits on unrecorded events happen.)
 fn is_ordering_stmt(stmt: &Stmt) -> bool {
-    let Stmt::Expr(Expr::Call { func, .. }) = stmt else { return false };
-    let Expr::Attribute { attr, .. } = func.as_ref() else { return false };
-    matches!(attr.as_str(), "wait_stream" | "wait_event" | "record_stream" | "synchronize" | "wait")
+    let Stmt::Expr(Expr::Call { func, .. }) = stmt else {
+        return false;
+    };
+    let Expr::Attribute { attr, .. } = func.as_ref() else {
+        return false;
+    };
+    matches!(
+        attr.as_str(),
+        "wait_stream" | "wait_event" | "record_stream" | "synchronize" | "wait"
+    )
 }
 
 fn root_name(expr: &Expr) -> Option<&str> {
     match expr {
         Expr::Name { id, .. } => Some(id),
-        Expr::Attribute { value, .. } | Expr::Call { func: value, .. } | Expr::Subscript { value, .. } => root_name(value),
+        Expr::Attribute { value, .. }
+        | Expr::Call { func: value, .. }
+        | Expr::Subscript { value, .. } => root_name(value),
         _ => None,
     }
 }
 
 fn is_true(expr: Option<&Expr>) -> bool {
     match expr {
-        Some(Expr::Constant { value: Constant::Bool(b), .. }) => *b,
+        Some(Expr::Constant {
+            value: Constant::Bool(b),
+            ..
+        }) => *b,
         Some(Expr::Constant { .. }) | None => false,
         Some(_) => true,
     }
 }
-

@@ -32,7 +32,11 @@ impl ModuleContext<'_> {
         let mut found = false;
         visit_calls(stmts, false, &mut |call| {
             if let Expr::Call { func, .. } = call {
-                found |= self.imports.qualify(func).and_then(|q| self.api.classify(&q)) == Some(ApiCall::SetStream);
+                found |= self
+                    .imports
+                    .qualify(func)
+                    .and_then(|q| self.api.classify(&q))
+                    == Some(ApiCall::SetStream);
             }
         });
         found
@@ -62,7 +66,9 @@ pub fn lower_module(stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
     // `device_module = torch.get_device_module()` at the top level reads like an import.
     for s in stmts {
         if let Stmt::Assign { targets, value, .. } = s {
-            let Some(q) = imports.qualify(value).filter(|q| api.is_device_module(q)) else { continue };
+            let Some(q) = imports.qualify(value).filter(|q| api.is_device_module(q)) else {
+                continue;
+            };
             for t in targets {
                 if let Expr::Name { id, .. } = t {
                     imports.bind(id, &q);
@@ -84,7 +90,12 @@ pub fn lower_module(stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
     let workers = Workers::find(&cx, stmts);
     let mut bodies = vec![Lowerer::lower(&cx, Role::default(), None, stmts)];
     let constructions = constructions(stmts);
-    let top = Scope { cx: &cx, constructions: &constructions, workers: &workers, class: None };
+    let top = Scope {
+        cx: &cx,
+        constructions: &constructions,
+        workers: &workers,
+        class: None,
+    };
     top.lower_defs(stmts, &mut bodies);
     bodies
 }
@@ -107,18 +118,31 @@ impl Scope<'_> {
             match s {
                 Stmt::Def(f) => {
                     out.push(Lowerer::lower(self.cx, self.role(f), Some(f), &[]));
-                    let nested = Role { class: self.class.map(|(_, s)| s), ..Role::default() };
+                    let nested = Role {
+                        class: self.class.map(|(_, s)| s),
+                        ..Role::default()
+                    };
                     self.lower_nested(&f.body, nested, out);
                 }
                 Stmt::Class(c) => {
                     let summary = ClassSummary::build(&c.body, self.cx.api, &self.cx.imports);
-                    Scope { class: Some((c, &summary)), ..*self }.lower_defs(&c.body, out);
+                    Scope {
+                        class: Some((c, &summary)),
+                        ..*self
+                    }
+                    .lower_defs(&c.body, out);
                 }
                 Stmt::If { body, orelse, .. } => {
                     self.lower_defs(body, out);
                     self.lower_defs(orelse, out);
                 }
-                Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+                Stmt::Try {
+                    body,
+                    handlers,
+                    orelse,
+                    finalbody,
+                    ..
+                } => {
                     self.lower_defs(body, out);
                     handlers.iter().for_each(|h| self.lower_defs(h, out));
                     self.lower_defs(orelse, out);
@@ -139,16 +163,30 @@ impl Scope<'_> {
                 }
                 Stmt::Class(c) => {
                     let summary = ClassSummary::build(&c.body, self.cx.api, &self.cx.imports);
-                    Scope { class: Some((c, &summary)), ..*self }.lower_defs(&c.body, out);
+                    Scope {
+                        class: Some((c, &summary)),
+                        ..*self
+                    }
+                    .lower_defs(&c.body, out);
                 }
-                Stmt::If { body, orelse, .. } | Stmt::For { body, orelse, .. } | Stmt::While { body, orelse, .. } => {
+                Stmt::If { body, orelse, .. }
+                | Stmt::For { body, orelse, .. }
+                | Stmt::While { body, orelse, .. } => {
                     self.lower_nested(body, role.clone(), out);
                     self.lower_nested(orelse, role.clone(), out);
                 }
                 Stmt::With { body, .. } => self.lower_nested(body, role.clone(), out),
-                Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+                Stmt::Try {
+                    body,
+                    handlers,
+                    orelse,
+                    finalbody,
+                    ..
+                } => {
                     self.lower_nested(body, role.clone(), out);
-                    handlers.iter().for_each(|h| self.lower_nested(h, role.clone(), out));
+                    handlers
+                        .iter()
+                        .for_each(|h| self.lower_nested(h, role.clone(), out));
                     self.lower_nested(orelse, role.clone(), out);
                     self.lower_nested(finalbody, role.clone(), out);
                 }
@@ -159,7 +197,10 @@ impl Scope<'_> {
 
     fn role(&self, f: &FunctionDef) -> Role<'_> {
         let cx = self.cx;
-        let context_manager = f.decorators.iter().any(|d| d.dotted().is_some_and(|d| d.ends_with("contextmanager")));
+        let context_manager = f
+            .decorators
+            .iter()
+            .any(|d| d.dotted().is_some_and(|d| d.ends_with("contextmanager")));
         let restores_in_finally = {
             let mut found = false;
             visit_try_finally(&f.body, &mut |finalbody| found |= cx.sets_stream(finalbody));
@@ -172,17 +213,34 @@ impl Scope<'_> {
                 ..Role::default()
             };
         };
-        let exit_restores = class.body.iter().any(|s| matches!(s, Stmt::Def(m) if m.name == "__exit__" && cx.sets_stream(&m.body)));
+        let exit_restores = class
+            .body
+            .iter()
+            .any(|s| matches!(s, Stmt::Def(m) if m.name == "__exit__" && cx.sets_stream(&m.body)));
         let restores_stream = match f.name.as_str() {
             "__enter__" => exit_restores,
             "__exit__" => true,
             _ => context_manager && restores_in_finally,
         };
         let device_forbidden = (self.workers.classes.contains(&class.name)
-            && matches!(f.name.as_str(), "__getitem__" | "__getitems__" | "__iter__" | "__next__" | "__init__"))
-        .then(|| format!("`{}.{}`, which runs in DataLoader worker processes", class.name, f.name));
+            && matches!(
+                f.name.as_str(),
+                "__getitem__" | "__getitems__" | "__iter__" | "__next__" | "__init__"
+            ))
+        .then(|| {
+            format!(
+                "`{}.{}`, which runs in DataLoader worker processes",
+                class.name, f.name
+            )
+        });
         let attr_text = constructor_strings(class, self.constructions);
-        Role { class: Some(summary), is_method: true, restores_stream, device_forbidden, attr_text }
+        Role {
+            class: Some(summary),
+            is_method: true,
+            restores_stream,
+            device_forbidden,
+            attr_text,
+        }
     }
 }
 
@@ -193,14 +251,22 @@ type Constructions = HashMap<String, Vec<HashMap<String, Option<String>>>>;
 fn constructions(module: &[Stmt]) -> Constructions {
     let mut out = Constructions::new();
     visit_calls(module, true, &mut |call| {
-        let Expr::Call { func, keywords, .. } = call else { return };
-        let Expr::Name { id, .. } = func.as_ref() else { return };
+        let Expr::Call { func, keywords, .. } = call else {
+            return;
+        };
+        let Expr::Name { id, .. } = func.as_ref() else {
+            return;
+        };
         if !id.starts_with(|c: char| c.is_ascii_uppercase()) {
             return;
         }
         let given = keywords
             .iter()
-            .filter_map(|k| k.name.clone().map(|n| (n, k.value.as_str().map(str::to_string))))
+            .filter_map(|k| {
+                k.name
+                    .clone()
+                    .map(|n| (n, k.value.as_str().map(str::to_string)))
+            })
             .collect();
         out.entry(id.clone()).or_default().push(given);
     });
@@ -222,12 +288,28 @@ fn constructor_strings(class: &ClassDef, constructions: &Constructions) -> Vec<(
     let params: HashSet<&str> = init.params.iter().map(|p| p.name.as_str()).collect();
     let mut out = Vec::new();
     for s in &init.body {
-        let Stmt::Assign { targets, value: Expr::Name { id: param, .. }, .. } = s else { continue };
-        let Some(attr) = targets.first().and_then(Expr::dotted).filter(|d| d.starts_with("self.")) else { continue };
+        let Stmt::Assign {
+            targets,
+            value: Expr::Name { id: param, .. },
+            ..
+        } = s
+        else {
+            continue;
+        };
+        let Some(attr) = targets
+            .first()
+            .and_then(Expr::dotted)
+            .filter(|d| d.starts_with("self."))
+        else {
+            continue;
+        };
         if !params.contains(param.as_str()) {
             continue;
         }
-        let texts: Vec<Option<&String>> = calls.iter().map(|c| c.get(param).and_then(Option::as_ref)).collect();
+        let texts: Vec<Option<&String>> = calls
+            .iter()
+            .map(|c| c.get(param).and_then(Option::as_ref))
+            .collect();
         if let Some(Some(first)) = texts.first() {
             if texts.iter().all(|t| *t == Some(*first)) {
                 out.push((attr, (*first).clone()));
@@ -241,13 +323,20 @@ fn constructor_strings(class: &ClassDef, constructions: &Constructions) -> Vec<(
 fn visit_try_finally(stmts: &[Stmt], f: &mut dyn FnMut(&[Stmt])) {
     for s in stmts {
         match s {
-            Stmt::Try { body, handlers, orelse, finalbody } => {
+            Stmt::Try {
+                body,
+                handlers,
+                orelse,
+                finalbody,
+            } => {
                 f(finalbody);
                 visit_try_finally(body, f);
                 handlers.iter().for_each(|h| visit_try_finally(h, f));
                 visit_try_finally(orelse, f);
             }
-            Stmt::If { body, orelse, .. } | Stmt::For { body, orelse, .. } | Stmt::While { body, orelse, .. } => {
+            Stmt::If { body, orelse, .. }
+            | Stmt::For { body, orelse, .. }
+            | Stmt::While { body, orelse, .. } => {
                 visit_try_finally(body, f);
                 visit_try_finally(orelse, f);
             }
@@ -281,14 +370,28 @@ impl Workers {
         let mut with_workers: HashMap<String, bool> = HashMap::new();
         let mut out = Workers::default();
         visit_calls(stmts, true, &mut |call| {
-            let Expr::Call { func, args, keywords, .. } = call else { return };
-            let is_loader = cx.imports.qualify(func).is_some_and(|q| q.rsplit('.').next() == Some("DataLoader"));
+            let Expr::Call {
+                func,
+                args,
+                keywords,
+                ..
+            } = call
+            else {
+                return;
+            };
+            let is_loader = cx
+                .imports
+                .qualify(func)
+                .is_some_and(|q| q.rsplit('.').next() == Some("DataLoader"));
             if !is_loader {
                 return;
             }
             let workers = match Expr::keyword(keywords, "num_workers") {
                 None => false,
-                Some(Expr::Constant { value: Constant::Int(0), .. }) => false,
+                Some(Expr::Constant {
+                    value: Constant::Int(0),
+                    ..
+                }) => false,
                 Some(_) => true,
             };
             let dataset = args.first().or_else(|| Expr::keyword(keywords, "dataset"));
@@ -298,18 +401,28 @@ impl Workers {
             if workers {
                 for hook in ["collate_fn", "worker_init_fn"] {
                     if let Some(name) = Expr::keyword(keywords, hook).and_then(function_name) {
-                        out.functions.insert(name.clone(), format!("`{name}`, the `{hook}` of a DataLoader with worker processes"));
+                        out.functions.insert(
+                            name.clone(),
+                            format!("`{name}`, the `{hook}` of a DataLoader with worker processes"),
+                        );
                     }
                 }
             }
         });
-        out.classes = datasets.into_iter().filter(|d| with_workers.get(d).copied().unwrap_or(true)).collect();
+        out.classes = datasets
+            .into_iter()
+            .filter(|d| with_workers.get(d).copied().unwrap_or(true))
+            .collect();
         out
     }
 }
 
 fn is_dataset_base(base: &Expr) -> bool {
-    base.dotted().is_some_and(|d| d.rsplit('.').next().is_some_and(|last| last.ends_with("Dataset")))
+    base.dotted().is_some_and(|d| {
+        d.rsplit('.')
+            .next()
+            .is_some_and(|last| last.ends_with("Dataset"))
+    })
 }
 
 /// `name = SomeClass(...)` bindings anywhere in the module.
@@ -317,13 +430,21 @@ fn instances_of(stmts: &[Stmt]) -> HashMap<String, String> {
     let mut out = HashMap::new();
     for s in stmts {
         match s {
-            Stmt::Assign { targets, value: Expr::Call { func, .. }, .. } => {
-                if let (Some(Expr::Name { id, .. }), Expr::Name { id: class, .. }) = (targets.first(), func.as_ref()) {
+            Stmt::Assign {
+                targets,
+                value: Expr::Call { func, .. },
+                ..
+            } => {
+                if let (Some(Expr::Name { id, .. }), Expr::Name { id: class, .. }) =
+                    (targets.first(), func.as_ref())
+                {
                     out.insert(id.clone(), class.clone());
                 }
             }
             Stmt::Def(f) => out.extend(instances_of(&f.body)),
-            Stmt::If { body, orelse, .. } | Stmt::For { body, orelse, .. } | Stmt::While { body, orelse, .. } => {
+            Stmt::If { body, orelse, .. }
+            | Stmt::For { body, orelse, .. }
+            | Stmt::While { body, orelse, .. } => {
                 out.extend(instances_of(body));
                 out.extend(instances_of(orelse));
             }

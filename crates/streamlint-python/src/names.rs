@@ -47,7 +47,13 @@ impl Imports {
                     self.visit(orelse);
                 }
                 Stmt::With { body, .. } => self.visit(body),
-                Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+                Stmt::Try {
+                    body,
+                    handlers,
+                    orelse,
+                    finalbody,
+                    ..
+                } => {
                     self.visit(body);
                     handlers.iter().for_each(|h| self.visit(h));
                     self.visit(orelse);
@@ -68,8 +74,12 @@ impl Imports {
     /// `deepspeed.accelerator.get_accelerator().Stream`.
     pub fn qualify(&self, expr: &Expr) -> Option<String> {
         match expr {
-            Expr::Name { id, .. } => Some(self.bound.get(id).cloned().unwrap_or_else(|| id.clone())),
-            Expr::Attribute { value, attr, .. } => self.qualify(value).map(|v| format!("{v}.{attr}")),
+            Expr::Name { id, .. } => {
+                Some(self.bound.get(id).cloned().unwrap_or_else(|| id.clone()))
+            }
+            Expr::Attribute { value, attr, .. } => {
+                self.qualify(value).map(|v| format!("{v}.{attr}"))
+            }
             Expr::Call { func, .. } => self.qualify(func).map(|f| format!("{f}()")),
             _ => None,
         }

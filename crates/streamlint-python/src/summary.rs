@@ -19,11 +19,16 @@ pub enum AttrKind {
     StreamCache,
     Event,
     /// A tensor in host memory (made without a device).
-    Host { pinned: bool },
+    Host {
+        pinned: bool,
+    },
     /// A tensor produced while the stream named by the dotted expression was current (empty:
     /// the stream current in the caller); `transfer` when it is a copy from the host
     /// (`.cuda()`, `.to(device)`).
-    Tensor { stream: String, transfer: bool },
+    Tensor {
+        stream: String,
+        transfer: bool,
+    },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -76,7 +81,10 @@ impl ClassSummary {
                 scan.stmts(&f.body);
                 for (attr, kind) in &scan.method.assigns {
                     let known = summary.attrs.get(attr);
-                    let stronger = matches!(kind, AttrKind::Stream | AttrKind::Event | AttrKind::StreamCache);
+                    let stronger = matches!(
+                        kind,
+                        AttrKind::Stream | AttrKind::Event | AttrKind::StreamCache
+                    );
                     if known.is_none() || stronger {
                         summary.attrs.insert(attr.clone(), kind.clone());
                     }
@@ -91,13 +99,19 @@ impl ClassSummary {
 
     /// Does some method other than `except` make the current stream wait on `stream`?
     pub fn waited_elsewhere(&self, stream: &str, except: &str) -> bool {
-        self.methods.iter().any(|(name, m)| name != except && m.orders(stream))
+        self.methods
+            .iter()
+            .any(|(name, m)| name != except && m.orders(stream))
     }
 
     /// Resolve host syncs of event attributes to the streams the events are recorded on.
     fn resolve_event_syncs(&mut self, recorded_on: &HashMap<String, String>) {
         for m in self.methods.values_mut() {
-            let streams: Vec<String> = m.syncs.iter().filter_map(|e| recorded_on.get(e).cloned()).collect();
+            let streams: Vec<String> = m
+                .syncs
+                .iter()
+                .filter_map(|e| recorded_on.get(e).cloned())
+                .collect();
             m.syncs.extend(streams);
         }
     }
@@ -119,8 +133,13 @@ impl Scan<'_> {
     /// What call makes the value; for `a if c else b`, the call in either branch.
     fn call_kind(&self, expr: &Expr) -> Option<ApiCall> {
         match expr {
-            Expr::Call { func, .. } => self.imports.qualify(func).and_then(|q| self.api.classify(&q)),
-            Expr::IfExp { body, orelse, .. } => self.call_kind(body).or_else(|| self.call_kind(orelse)),
+            Expr::Call { func, .. } => self
+                .imports
+                .qualify(func)
+                .and_then(|q| self.api.classify(&q)),
+            Expr::IfExp { body, orelse, .. } => {
+                self.call_kind(body).or_else(|| self.call_kind(orelse))
+            }
             _ => None,
         }
     }
@@ -150,15 +169,22 @@ impl Scan<'_> {
                 // A context manager the model does not know, given a stream, is taken to order
                 // that stream with the current one (as the frontend does).
                 for item in items {
-                    if let (Expr::Call { args, .. }, None) = (&item.context, self.call_kind(&item.context)) {
-                        let streams = args.iter().filter_map(Expr::dotted).filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream")));
+                    if let (Expr::Call { args, .. }, None) =
+                        (&item.context, self.call_kind(&item.context))
+                    {
+                        let streams = args
+                            .iter()
+                            .filter_map(Expr::dotted)
+                            .filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream")));
                         self.method.waits_on.extend(streams.collect::<Vec<_>>());
                     }
                 }
                 let pushed = items
                     .iter()
                     .filter_map(|i| match (&i.context, self.call_kind(&i.context)) {
-                        (Expr::Call { args, .. }, Some(ApiCall::StreamContext)) => args.first().and_then(Expr::dotted),
+                        (Expr::Call { args, .. }, Some(ApiCall::StreamContext)) => {
+                            args.first().and_then(Expr::dotted)
+                        }
                         _ => None,
                     })
                     .collect::<Vec<_>>();
@@ -167,11 +193,19 @@ impl Scan<'_> {
                 self.stmts(body);
                 self.with_streams.truncate(self.with_streams.len() - n);
             }
-            Stmt::If { body, orelse, .. } | Stmt::For { body, orelse, .. } | Stmt::While { body, orelse, .. } => {
+            Stmt::If { body, orelse, .. }
+            | Stmt::For { body, orelse, .. }
+            | Stmt::While { body, orelse, .. } => {
                 self.stmts(body);
                 self.stmts(orelse);
             }
-            Stmt::Try { body, handlers, orelse, finalbody, .. } => {
+            Stmt::Try {
+                body,
+                handlers,
+                orelse,
+                finalbody,
+                ..
+            } => {
                 self.stmts(body);
                 handlers.iter().for_each(|h| self.stmts(h));
                 self.stmts(orelse);
@@ -185,10 +219,14 @@ impl Scan<'_> {
     fn assign(&mut self, target: &Expr, value: &Expr) {
         let (attr, cache) = match target {
             Expr::Attribute { .. } => (target.dotted(), false),
-            Expr::Subscript { value: container, .. } => (container.dotted(), true),
+            Expr::Subscript {
+                value: container, ..
+            } => (container.dotted(), true),
             _ => (None, false),
         };
-        let Some(attr) = attr.filter(|a| a.starts_with("self.")) else { return };
+        let Some(attr) = attr.filter(|a| a.starts_with("self.")) else {
+            return;
+        };
         let kind = match self.call_kind(value) {
             Some(ApiCall::StreamFactory) if cache => Some(AttrKind::StreamCache),
             Some(ApiCall::StreamFactory) => Some(AttrKind::Stream),
@@ -202,14 +240,20 @@ impl Scan<'_> {
             }
             _ if is_method_call(value, "pin_memory") => Some(AttrKind::Host { pinned: true }),
             Some(ApiCall::TensorFactory | ApiCall::TensorFromData) if makes_host_tensor(value) => {
-                Some(AttrKind::Host { pinned: keyword_true(value, "pin_memory") })
+                Some(AttrKind::Host {
+                    pinned: keyword_true(value, "pin_memory"),
+                })
             }
             _ if cache => None,
             _ => match (self.with_streams.last(), value) {
                 // Literals, and what free functions return (`cast(..)`, `SomeAwaitable(..)`,
                 // helpers that move data to the host) are not known to be device tensors.
                 (Some(_), Expr::Constant { .. } | Expr::Collection { .. }) => None,
-                (Some(_), Expr::Call { func, .. }) if matches!(func.as_ref(), Expr::Name { .. }) => None,
+                (Some(_), Expr::Call { func, .. })
+                    if matches!(func.as_ref(), Expr::Name { .. }) =>
+                {
+                    None
+                }
                 (Some(_), Expr::Call { func, .. }) if self.is_own_method(func) => None,
                 (Some(stream), _) => Some(AttrKind::Tensor {
                     stream: stream.clone(),
@@ -221,7 +265,10 @@ impl Scan<'_> {
                         Some(ApiCall::TensorFactory | ApiCall::TensorFromData | ApiCall::TensorOp)
                     );
                     let transfer = is_method_call(value, "cuda") || is_method_call(value, "to");
-                    (tensor_call || transfer).then(|| AttrKind::Tensor { stream: String::new(), transfer: false })
+                    (tensor_call || transfer).then(|| AttrKind::Tensor {
+                        stream: String::new(),
+                        transfer: false,
+                    })
                 }
             },
         };
@@ -231,8 +278,17 @@ impl Scan<'_> {
     }
 
     fn expr(&mut self, expr: &Expr) {
-        let Expr::Call { func, args, .. } = expr else { return };
-        let Expr::Attribute { value: receiver, attr, .. } = func.as_ref() else { return };
+        let Expr::Call { func, args, .. } = expr else {
+            return;
+        };
+        let Expr::Attribute {
+            value: receiver,
+            attr,
+            ..
+        } = func.as_ref()
+        else {
+            return;
+        };
         let outside_side_stream = self.with_streams.is_empty();
         match attr.as_str() {
             "wait_stream" if outside_side_stream => {
@@ -247,7 +303,10 @@ impl Scan<'_> {
             }
             "record" => {
                 // `self.done.record(self.copy_stream)` / `.record()` inside a stream block.
-                let stream = args.first().and_then(Expr::dotted).or_else(|| self.with_streams.last().cloned());
+                let stream = args
+                    .first()
+                    .and_then(Expr::dotted)
+                    .or_else(|| self.with_streams.last().cloned());
                 if let (Some(event), Some(stream)) = (receiver.dotted(), stream) {
                     self.recorded_on.insert(event, stream);
                 }
@@ -260,7 +319,9 @@ impl Scan<'_> {
 /// A factory call that makes a CPU tensor: no `device=`, or `device="cpu"` (not `*_like`, which
 /// follows its argument).
 fn makes_host_tensor(call: &Expr) -> bool {
-    let Expr::Call { func, keywords, .. } = call else { return false };
+    let Expr::Call { func, keywords, .. } = call else {
+        return false;
+    };
     if func.dotted().is_some_and(|d| d.ends_with("_like")) {
         return false;
     }

@@ -8,22 +8,65 @@ use streamlint_graph::Span;
 pub enum Stmt {
     Def(FunctionDef),
     Class(ClassDef),
-    Return { value: Option<Expr>, span: Span },
-    Delete { targets: Vec<Expr>, span: Span },
+    Return {
+        value: Option<Expr>,
+        span: Span,
+    },
+    Delete {
+        targets: Vec<Expr>,
+        span: Span,
+    },
     /// `a = b = value`, `a: T = value`, and `a += value` (with `augmented`).
-    Assign { targets: Vec<Expr>, value: Expr, augmented: bool, span: Span },
-    For { target: Expr, iter: Expr, body: Vec<Stmt>, orelse: Vec<Stmt>, span: Span },
-    While { test: Expr, body: Vec<Stmt>, orelse: Vec<Stmt>, span: Span },
-    If { test: Expr, body: Vec<Stmt>, orelse: Vec<Stmt>, span: Span },
-    With { items: Vec<WithItem>, body: Vec<Stmt> },
-    Try { body: Vec<Stmt>, handlers: Vec<Vec<Stmt>>, orelse: Vec<Stmt>, finalbody: Vec<Stmt> },
+    Assign {
+        targets: Vec<Expr>,
+        value: Expr,
+        augmented: bool,
+        span: Span,
+    },
+    For {
+        target: Expr,
+        iter: Expr,
+        body: Vec<Stmt>,
+        orelse: Vec<Stmt>,
+        span: Span,
+    },
+    While {
+        test: Expr,
+        body: Vec<Stmt>,
+        orelse: Vec<Stmt>,
+        span: Span,
+    },
+    If {
+        test: Expr,
+        body: Vec<Stmt>,
+        orelse: Vec<Stmt>,
+        span: Span,
+    },
+    With {
+        items: Vec<WithItem>,
+        body: Vec<Stmt>,
+    },
+    Try {
+        body: Vec<Stmt>,
+        handlers: Vec<Vec<Stmt>>,
+        orelse: Vec<Stmt>,
+        finalbody: Vec<Stmt>,
+    },
     /// `match` with the bodies of its cases.
-    Match { subject: Expr, cases: Vec<Vec<Stmt>> },
+    Match {
+        subject: Expr,
+        cases: Vec<Vec<Stmt>>,
+    },
     Raise,
     /// `import a.b as c`: (module path, bound name).
-    Import { names: Vec<(String, Option<String>)> },
+    Import {
+        names: Vec<(String, Option<String>)>,
+    },
     /// `from m import a as b`: module, (name, bound name).
-    ImportFrom { module: String, names: Vec<(String, Option<String>)> },
+    ImportFrom {
+        module: String,
+        names: Vec<(String, Option<String>)>,
+    },
     Expr(Expr),
     Break,
     Continue,
@@ -103,24 +146,75 @@ pub enum Operator {
 
 #[derive(Clone, Debug)]
 pub enum Expr {
-    Name { id: String, span: Span },
-    Attribute { value: Box<Expr>, attr: String, span: Span },
-    Call { func: Box<Expr>, args: Vec<Expr>, keywords: Vec<Keyword>, span: Span },
-    Constant { value: Constant, span: Span },
-    Operator { op: Operator, operands: Vec<Expr>, span: Span },
-    Subscript { value: Box<Expr>, index: Box<Expr>, span: Span },
+    Name {
+        id: String,
+        span: Span,
+    },
+    Attribute {
+        value: Box<Expr>,
+        attr: String,
+        span: Span,
+    },
+    Call {
+        func: Box<Expr>,
+        args: Vec<Expr>,
+        keywords: Vec<Keyword>,
+        span: Span,
+    },
+    Constant {
+        value: Constant,
+        span: Span,
+    },
+    Operator {
+        op: Operator,
+        operands: Vec<Expr>,
+        span: Span,
+    },
+    Subscript {
+        value: Box<Expr>,
+        index: Box<Expr>,
+        span: Span,
+    },
     /// Tuple, list, set, dict (keys and values flattened).
-    Collection { elts: Vec<Expr>, span: Span },
-    Starred { value: Box<Expr>, span: Span },
-    Yield { value: Option<Box<Expr>>, span: Span },
-    Await { value: Box<Expr>, span: Span },
-    IfExp { test: Box<Expr>, body: Box<Expr>, orelse: Box<Expr>, span: Span },
-    Walrus { target: Box<Expr>, value: Box<Expr>, span: Span },
+    Collection {
+        elts: Vec<Expr>,
+        span: Span,
+    },
+    Starred {
+        value: Box<Expr>,
+        span: Span,
+    },
+    Yield {
+        value: Option<Box<Expr>>,
+        span: Span,
+    },
+    Await {
+        value: Box<Expr>,
+        span: Span,
+    },
+    IfExp {
+        test: Box<Expr>,
+        body: Box<Expr>,
+        orelse: Box<Expr>,
+        span: Span,
+    },
+    Walrus {
+        target: Box<Expr>,
+        value: Box<Expr>,
+        span: Span,
+    },
     /// `[elt for target in iter if cond ...]`: generators bind their targets in order.
-    Comprehension { elts: Vec<Expr>, generators: Vec<Generator>, span: Span },
+    Comprehension {
+        elts: Vec<Expr>,
+        generators: Vec<Generator>,
+        span: Span,
+    },
     /// Lambdas, f-strings, slices: their sub-expressions, evaluated in order; the
     /// expression has no value the analysis follows.
-    Opaque { parts: Vec<Expr>, span: Span },
+    Opaque {
+        parts: Vec<Expr>,
+        span: Span,
+    },
 }
 
 impl Expr {
@@ -153,18 +247,30 @@ impl Expr {
     }
 
     pub fn keyword<'k>(keywords: &'k [Keyword], name: &str) -> Option<&'k Expr> {
-        keywords.iter().find(|k| k.name.as_deref() == Some(name)).map(|k| &k.value)
+        keywords
+            .iter()
+            .find(|k| k.name.as_deref() == Some(name))
+            .map(|k| &k.value)
     }
 
     pub fn as_str(&self) -> Option<&str> {
         match self {
-            Expr::Constant { value: Constant::Str(s), .. } => Some(s),
+            Expr::Constant {
+                value: Constant::Str(s),
+                ..
+            } => Some(s),
             _ => None,
         }
     }
 
     pub fn is_none(&self) -> bool {
-        matches!(self, Expr::Constant { value: Constant::None, .. })
+        matches!(
+            self,
+            Expr::Constant {
+                value: Constant::None,
+                ..
+            }
+        )
     }
 }
 
@@ -190,13 +296,24 @@ pub fn visit_calls(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr)) {
                 targets.iter().for_each(|e| visit_expr_calls(e, f));
                 visit_expr_calls(value, f);
             }
-            Stmt::For { target, iter, body, orelse, .. } => {
+            Stmt::For {
+                target,
+                iter,
+                body,
+                orelse,
+                ..
+            } => {
                 visit_expr_calls(target, f);
                 visit_expr_calls(iter, f);
                 visit_calls(body, into_defs, f);
                 visit_calls(orelse, into_defs, f);
             }
-            Stmt::While { test, body, orelse, .. } | Stmt::If { test, body, orelse, .. } => {
+            Stmt::While {
+                test, body, orelse, ..
+            }
+            | Stmt::If {
+                test, body, orelse, ..
+            } => {
                 visit_expr_calls(test, f);
                 visit_calls(body, into_defs, f);
                 visit_calls(orelse, into_defs, f);
@@ -205,7 +322,12 @@ pub fn visit_calls(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr)) {
                 items.iter().for_each(|i| visit_expr_calls(&i.context, f));
                 visit_calls(body, into_defs, f);
             }
-            Stmt::Try { body, handlers, orelse, finalbody } => {
+            Stmt::Try {
+                body,
+                handlers,
+                orelse,
+                finalbody,
+            } => {
                 visit_calls(body, into_defs, f);
                 handlers.iter().for_each(|h| visit_calls(h, into_defs, f));
                 visit_calls(orelse, into_defs, f);
@@ -216,7 +338,12 @@ pub fn visit_calls(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr)) {
                 cases.iter().for_each(|c| visit_calls(c, into_defs, f));
             }
             Stmt::Expr(e) => visit_expr_calls(e, f),
-            Stmt::Raise | Stmt::Import { .. } | Stmt::ImportFrom { .. } | Stmt::Break | Stmt::Continue | Stmt::Other => {}
+            Stmt::Raise
+            | Stmt::Import { .. }
+            | Stmt::ImportFrom { .. }
+            | Stmt::Break
+            | Stmt::Continue
+            | Stmt::Other => {}
         }
     }
 }
@@ -226,21 +353,32 @@ fn visit_expr_calls(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
         f(expr);
     }
     match expr {
-        Expr::Attribute { value, .. } | Expr::Starred { value, .. } | Expr::Await { value, .. } => visit_expr_calls(value, f),
-        Expr::Call { func, args, keywords, .. } => {
+        Expr::Attribute { value, .. } | Expr::Starred { value, .. } | Expr::Await { value, .. } => {
+            visit_expr_calls(value, f)
+        }
+        Expr::Call {
+            func,
+            args,
+            keywords,
+            ..
+        } => {
             visit_expr_calls(func, f);
             args.iter().for_each(|a| visit_expr_calls(a, f));
             keywords.iter().for_each(|k| visit_expr_calls(&k.value, f));
         }
-        Expr::Operator { operands: parts, .. } | Expr::Collection { elts: parts, .. } | Expr::Opaque { parts, .. } => {
-            parts.iter().for_each(|p| visit_expr_calls(p, f))
+        Expr::Operator {
+            operands: parts, ..
         }
+        | Expr::Collection { elts: parts, .. }
+        | Expr::Opaque { parts, .. } => parts.iter().for_each(|p| visit_expr_calls(p, f)),
         Expr::Subscript { value, index, .. } => {
             visit_expr_calls(value, f);
             visit_expr_calls(index, f);
         }
         Expr::Yield { value, .. } => value.iter().for_each(|v| visit_expr_calls(v, f)),
-        Expr::IfExp { test, body, orelse, .. } => {
+        Expr::IfExp {
+            test, body, orelse, ..
+        } => {
             visit_expr_calls(test, f);
             visit_expr_calls(body, f);
             visit_expr_calls(orelse, f);
@@ -249,7 +387,9 @@ fn visit_expr_calls(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
             visit_expr_calls(target, f);
             visit_expr_calls(value, f);
         }
-        Expr::Comprehension { elts, generators, .. } => {
+        Expr::Comprehension {
+            elts, generators, ..
+        } => {
             elts.iter().for_each(|e| visit_expr_calls(e, f));
             for g in generators {
                 visit_expr_calls(&g.iter, f);

@@ -17,7 +17,9 @@ pub fn render(files: &[FileFindings<'_>], color: bool, out: &mut dyn Write) -> i
         for f in file.findings {
             let name = rule(f.code).map(|r| r.name).unwrap_or("");
             let mut labels = vec![Label::primary(id, range(f.span, file.source))];
-            labels.extend(f.labels.iter().map(|l| Label::secondary(id, range(l.span, file.source)).with_message(&l.message)));
+            labels.extend(f.labels.iter().map(|l| {
+                Label::secondary(id, range(l.span, file.source)).with_message(&l.message)
+            }));
             let mut notes = Vec::new();
             if let Some(help) = &f.help {
                 notes.push(format!("help: {help}"));

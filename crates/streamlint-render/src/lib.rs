@@ -7,8 +7,8 @@ mod json;
 
 use std::io::{self, Write};
 
-pub use streamlint_rules::{LineIndex, Position};
 use streamlint_rules::Finding;
+pub use streamlint_rules::{LineIndex, Position};
 
 /// The findings of one file, with the text their spans point into.
 pub struct FileFindings<'a> {
@@ -44,7 +44,12 @@ pub fn rule_url(code: &str) -> String {
 }
 
 /// Render every file's findings in `format`; `color` applies to the full format only.
-pub fn render(format: Format, files: &[FileFindings<'_>], color: bool, out: &mut dyn Write) -> io::Result<()> {
+pub fn render(
+    format: Format,
+    files: &[FileFindings<'_>],
+    color: bool,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     match format {
         Format::Full => full::render(files, color, out),
         Format::Concise => {
@@ -52,7 +57,11 @@ pub fn render(format: Format, files: &[FileFindings<'_>], color: bool, out: &mut
                 let index = LineIndex::new(file.source);
                 for f in file.findings {
                     let p = index.position(f.span.start);
-                    writeln!(out, "{}:{}:{}: {} {}", file.path, p.row, p.column, f.code, f.message)?;
+                    writeln!(
+                        out,
+                        "{}:{}:{}: {} {}",
+                        file.path, p.row, p.column, f.code, f.message
+                    )?;
                 }
             }
             Ok(())
@@ -64,7 +73,14 @@ pub fn render(format: Format, files: &[FileFindings<'_>], color: bool, out: &mut
 /// The closing summary line of a human-readable run.
 pub fn summary_line(findings: usize, files: usize) -> String {
     match findings {
-        0 => format!("All checks passed ({files} file{} checked).", if files == 1 { "" } else { "s" }),
-        n => format!("Found {n} problem{} in {files} file{} checked.", if n == 1 { "" } else { "s" }, if files == 1 { "" } else { "s" }),
+        0 => format!(
+            "All checks passed ({files} file{} checked).",
+            if files == 1 { "" } else { "s" }
+        ),
+        n => format!(
+            "Found {n} problem{} in {files} file{} checked.",
+            if n == 1 { "" } else { "s" },
+            if files == 1 { "" } else { "s" }
+        ),
     }
 }

@@ -113,7 +113,9 @@ pub fn rule(code_or_name: &str) -> Option<&'static RuleInfo> {
 fn front_matter(doc: &'static str, key: &str) -> Option<&'static str> {
     let rest = doc.strip_prefix("---\n")?;
     let end = rest.find("\n---")?;
-    rest[..end].lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(':').map(str::trim))
+    rest[..end]
+        .lines()
+        .find_map(|l| l.strip_prefix(key)?.strip_prefix(':').map(str::trim))
 }
 
 #[cfg(test)]
@@ -128,7 +130,14 @@ mod tests {
             assert_eq!(front_matter(r.doc, "name"), Some(r.name));
             assert_eq!(front_matter(r.doc, "severity"), Some(r.severity.as_str()));
             assert!(!r.summary().is_empty(), "{} has no summary", r.code);
-            for section in ["## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Known problems", "## GPU evidence"] {
+            for section in [
+                "## What it does",
+                "## Why is this bad?",
+                "## Example",
+                "## Use instead",
+                "## Known problems",
+                "## GPU evidence",
+            ] {
                 if !META.iter().any(|m| m.code == r.code) {
                     assert!(r.doc.contains(section), "{} lacks {section}", r.code);
                 }
@@ -139,7 +148,10 @@ mod tests {
     #[test]
     fn lookup_by_code_or_name() {
         assert_eq!(rule("sl003").map(|r| r.name), Some("missing-stream-wait"));
-        assert_eq!(rule("transfer-in-side-stream").map(|r| r.code), Some("SL004"));
+        assert_eq!(
+            rule("transfer-in-side-stream").map(|r| r.code),
+            Some("SL004")
+        );
         assert!(rule("SL999").is_none());
     }
 }

@@ -13,14 +13,18 @@ impl Rule for WaitBeforeRecord {
     }
 
     fn visit(&self, cx: &mut Context<'_>, id: OpId, op: &Op, state: &State) {
-        let (OpKind::WaitEvent { event, .. } | OpKind::SyncEvent { event }) = op.kind else { return };
+        let (OpKind::WaitEvent { event, .. } | OpKind::SyncEvent { event }) = op.kind else {
+            return;
+        };
         let e = cx.body.event(event);
         let Some(created) = e.created else { return };
         let what = match state.event(event).map(|e| e.recorded) {
             Some(Recorded::Never) => "no `record` of it happens before this point",
             // In a loop, the first iteration waiting before the first record is the usual
             // "wait for the previous iteration" shape, not a bug.
-            Some(Recorded::Maybe) if !cx.analysis.in_cycle(id) => "it is not recorded on every path that reaches this point",
+            Some(Recorded::Maybe) if !cx.analysis.in_cycle(id) => {
+                "it is not recorded on every path that reaches this point"
+            }
             // Not created on any path here (or an event from elsewhere): nothing to judge.
             _ => return,
         };

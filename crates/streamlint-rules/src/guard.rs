@@ -13,12 +13,20 @@ impl Rule for SyncGuardDroppedEarly {
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
-        let OpKind::Raw { buffer, .. } = op.kind else { return };
-        let Some((stream, taken, Some(released))) = state.guard(buffer) else { return };
+        let OpKind::Raw { buffer, .. } = op.kind else {
+            return;
+        };
+        let Some((stream, taken, Some(released))) = state.guard(buffer) else {
+            return;
+        };
         let name = cx.buffer_name(buffer).to_string();
         // With one stream, stream order covers the work anyway: a note, not an error.
         let several_streams = cx.body.streams.len() > 1;
-        let severity = if several_streams { Severity::Error } else { Severity::Info };
+        let severity = if several_streams {
+            Severity::Error
+        } else {
+            Severity::Info
+        };
         let span = cx.span(released);
         cx.report_about(Subject::Span(span), Finding {
             fix: None,

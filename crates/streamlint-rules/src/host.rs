@@ -20,7 +20,9 @@ impl Rule for UnsynchronizedHostAccess {
             OpKind::HostWrite { buffer } | OpKind::Release { buffer, .. } => (buffer, true),
             _ => return,
         };
-        let Some(b) = state.buffer(buffer) else { return };
+        let Some(b) = state.buffer(buffer) else {
+            return;
+        };
         let memory = cx.body.buffer(buffer).memory;
         let pending = if write {
             // Only pinned sources are read by the copy asynchronously; pageable ones are staged
@@ -28,11 +30,20 @@ impl Rule for UnsynchronizedHostAccess {
             if memory != Memory::PinnedHost {
                 return;
             }
-            b.reads.iter().chain(&b.writes).find(|(_, a)| !state.host_ordered(*a)).copied()
+            b.reads
+                .iter()
+                .chain(&b.writes)
+                .find(|(_, a)| !state.host_ordered(*a))
+                .copied()
         } else {
-            b.writes.iter().find(|(_, a)| !state.host_ordered(*a)).copied()
+            b.writes
+                .iter()
+                .find(|(_, a)| !state.host_ordered(*a))
+                .copied()
         };
-        let Some((stream, access)) = pending else { return };
+        let Some((stream, access)) = pending else {
+            return;
+        };
         let name = cx.buffer_name(buffer).to_string();
         let s = cx.stream_name(stream).to_string();
         let (message, label, help) = if write {
@@ -48,14 +59,20 @@ impl Rule for UnsynchronizedHostAccess {
                 format!("record an event on {s} after the copy and call `event.synchronize()` before reading (or `{s}`'s `synchronize()`)"),
             )
         };
-        cx.report_once(buffer, Finding {
-            fix: None,
-            code: "SL007",
-            severity: Severity::Error,
-            message,
-            span: op.span,
-            labels: vec![Label { span: cx.span(access), message: label }],
-            help: Some(help),
-        });
+        cx.report_once(
+            buffer,
+            Finding {
+                fix: None,
+                code: "SL007",
+                severity: Severity::Error,
+                message,
+                span: op.span,
+                labels: vec![Label {
+                    span: cx.span(access),
+                    message: label,
+                }],
+                help: Some(help),
+            },
+        );
     }
 }

@@ -16,7 +16,10 @@ mod worker;
 
 use std::collections::HashSet;
 
-use streamlint_graph::{Analysis, Body, BufferId, BufferState, Op, OpId, OpKind, Production, Recorded, Span, State, StreamId, StreamOrigin};
+use streamlint_graph::{
+    Analysis, Body, BufferId, BufferState, Op, OpId, OpKind, Production, Recorded, Span, State,
+    StreamId, StreamOrigin,
+};
 
 pub use catalog::{rule, RuleInfo, META, PARSE_ERROR, RULES, UNUSED_SUPPRESSION};
 pub use line_index::{LineIndex, Position};
@@ -136,11 +139,16 @@ impl<'b> Context<'b> {
     /// iteration's record: unless SL006 reported the wait itself, it explains nothing about
     /// this iteration's work, and the unordered use is the finding.
     fn noop_wait_explains(&self, state: &State, consumer: StreamId) -> bool {
-        let Some(wait) = state.noop_wait(consumer) else { return false };
+        let Some(wait) = state.noop_wait(consumer) else {
+            return false;
+        };
         let op = self.body.op(wait);
         match op.kind {
             OpKind::WaitEvent { event, .. }
-                if self.analysis.in_cycle(wait) && state.event(event).is_some_and(|e| e.recorded != Recorded::Never) =>
+                if self.analysis.in_cycle(wait)
+                    && state
+                        .event(event)
+                        .is_some_and(|e| e.recorded != Recorded::Never) =>
             {
                 self.reported.contains(&("SL006", Subject::Span(op.span)))
             }
@@ -172,16 +180,14 @@ impl<'b> Context<'b> {
 
     /// The call that tells the allocator about a use, where the language has one.
     fn record_stream_fix(&self, b: BufferId, s: streamlint_graph::StreamId) -> Option<String> {
-        let body = self.body;
-        let template = body.spelling.record_stream?;
-        Some(body.spell(template, &[("buffer", self.buffer_name(b)), ("stream", &body.stream(s).expr)]))
+        let spell = self.body.spelling.record_stream?;
+        Some(spell(self.buffer_name(b), &self.body.stream(s).expr))
     }
 
     fn wait_stream_fix(&self, waiter: StreamId, waitee: StreamId) -> String {
-        let body = self.body;
-        body.spell(
-            body.spelling.wait_stream,
-            &[("waiter", &body.stream(waiter).expr), ("waitee", &body.stream(waitee).expr)],
+        (self.body.spelling.wait_stream)(
+            &self.body.stream(waiter).expr,
+            &self.body.stream(waitee).expr,
         )
     }
 
@@ -197,7 +203,11 @@ impl<'b> Context<'b> {
             return None;
         }
         Some(Fix {
-            message: format!("make {} wait for {}", self.stream_name(waiter), self.stream_name(waitee)),
+            message: format!(
+                "make {} wait for {}",
+                self.stream_name(waiter),
+                self.stream_name(waitee)
+            ),
             before,
             statement: format!("{}{end}", self.wait_stream_fix(waiter, waitee)),
         })
@@ -250,7 +260,12 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
         return Vec::new();
     }
     let analysis = Analysis::run(body);
-    let mut cx = Context { body, analysis: &analysis, findings: Vec::new(), reported: HashSet::new() };
+    let mut cx = Context {
+        body,
+        analysis: &analysis,
+        findings: Vec::new(),
+        reported: HashSet::new(),
+    };
     analysis.walk(|id, op, state| {
         for rule in &rules {
             rule.visit(&mut cx, id, op, state);

@@ -1,9 +1,13 @@
 //! SL001 missing-record-stream: memory used on another stream goes back to the allocator while
 //! that stream's work may still be pending.
 
-use streamlint_graph::{BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, ReleaseCause, Span, State, StreamId};
+use streamlint_graph::{
+    BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, ReleaseCause, Span, State, StreamId,
+};
 
-use crate::{released_at_scope_end, transfer_lifetime_is_sl004, Context, Finding, Label, Rule, Severity};
+use crate::{
+    released_at_scope_end, transfer_lifetime_is_sl004, Context, Finding, Label, Rule, Severity,
+};
 
 pub struct MissingRecordStream;
 
@@ -24,10 +28,20 @@ impl Rule for MissingRecordStream {
             }
             OpKind::ScopeEnd => {
                 for buffer in released_at_scope_end(cx.body, state) {
-                    self.check_release(cx, state, buffer, op.span, ReleaseSite::FunctionEnd(op.span), None);
+                    self.check_release(
+                        cx,
+                        state,
+                        buffer,
+                        op.span,
+                        ReleaseSite::FunctionEnd(op.span),
+                        None,
+                    );
                 }
             }
-            OpKind::Escape { buffer, kind: EscapeKind::Caller } => self.check_hand_off(cx, state, buffer, op.span),
+            OpKind::Escape {
+                buffer,
+                kind: EscapeKind::Caller,
+            } => self.check_hand_off(cx, state, buffer, op.span),
             _ => {}
         }
     }
@@ -56,26 +70,44 @@ impl MissingRecordStream {
         site: ReleaseSite,
         free_stream: Option<StreamId>,
     ) {
-        let Some(b) = state.buffer(buffer) else { return };
+        let Some(b) = state.buffer(buffer) else {
+            return;
+        };
         // Host memory under pending copies is SL007's; here only device memory.
         let device = cx.body.buffer(buffer).memory == Memory::Device;
         // What an unseen call returned may not even be a tensor allocated there.
         let unknown_allocation = b.how == Production::Call;
-        if !device || unknown_allocation || b.escaped || transfer_lifetime_is_sl004(cx.body, b) || cx.wrong_record_reported(buffer) {
+        if !device
+            || unknown_allocation
+            || b.escaped
+            || transfer_lifetime_is_sl004(cx.body, b)
+            || cx.wrong_record_reported(buffer)
+        {
             return;
         }
         // Work on a stream without a name is SL005's.
         let alloc = free_stream.unwrap_or(b.alloc_stream);
-        let uncovered: Vec<_> =
-            state.uncovered_uses_on(buffer, alloc).into_iter().filter(|(s, _)| !cx.is_temporary(*s)).collect();
+        let uncovered: Vec<_> = state
+            .uncovered_uses_on(buffer, alloc)
+            .into_iter()
+            .filter(|(s, _)| !cx.is_temporary(*s))
+            .collect();
         if cx.is_temporary(alloc) {
             return;
         }
-        let Some(&(user, last_use)) = uncovered.iter().max_by_key(|(_, u)| *u) else { return };
+        let Some(&(user, last_use)) = uncovered.iter().max_by_key(|(_, u)| *u) else {
+            return;
+        };
         let name = cx.buffer_name(buffer).to_string();
         let (primary, how) = match site {
-            ReleaseSite::FunctionEnd(_) => (cx.span(last_use), format!("`{name}` is freed when the function returns")),
-            ReleaseSite::ScopeEnd(_) => (cx.span(last_use), format!("`{name}` is dropped at the end of its scope")),
+            ReleaseSite::FunctionEnd(_) => (
+                cx.span(last_use),
+                format!("`{name}` is freed when the function returns"),
+            ),
+            ReleaseSite::ScopeEnd(_) => (
+                cx.span(last_use),
+                format!("`{name}` is dropped at the end of its scope"),
+            ),
             ReleaseSite::Here => (span, format!("`{name}` is freed here")),
         };
         let mut labels = vec![Label {
@@ -84,12 +116,21 @@ impl MissingRecordStream {
         }];
         for &(s, u) in &uncovered {
             if cx.span(u) != primary {
-                labels.push(Label { span: cx.span(u), message: format!("used on {} here", cx.stream_name(s)) });
+                labels.push(Label {
+                    span: cx.span(u),
+                    message: format!("used on {} here", cx.stream_name(s)),
+                });
             }
         }
         match site {
-            ReleaseSite::FunctionEnd(end) => labels.push(Label { span: end, message: "freed at the end of this function".into() }),
-            ReleaseSite::ScopeEnd(end) => labels.push(Label { span: end, message: "dropped here".into() }),
+            ReleaseSite::FunctionEnd(end) => labels.push(Label {
+                span: end,
+                message: "freed at the end of this function".into(),
+            }),
+            ReleaseSite::ScopeEnd(end) => labels.push(Label {
+                span: end,
+                message: "dropped here".into(),
+            }),
             ReleaseSite::Here => {}
         }
         // Rust frees have no record call: the allocating stream waits for the user before an
@@ -131,7 +172,9 @@ impl MissingRecordStream {
     /// after it: the caller will use and free it on the current stream, which the allocator does
     /// not know about.
     fn check_hand_off(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, span: Span) {
-        let Some(b) = state.buffer(buffer) else { return };
+        let Some(b) = state.buffer(buffer) else {
+            return;
+        };
         let ambient: StreamId = cx.body.ambient;
         // A value also kept by the object (or elsewhere) lives on after the caller is done.
         if b.alloc_stream == ambient

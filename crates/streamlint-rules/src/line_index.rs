@@ -27,7 +27,10 @@ impl<'a> LineIndex<'a> {
         while !self.source.is_char_boundary(end) {
             end -= 1;
         }
-        Position { row: row + 1, column: self.source[start..end].chars().count() + 1 }
+        Position {
+            row: row + 1,
+            column: self.source[start..end].chars().count() + 1,
+        }
     }
 }
 
@@ -40,7 +43,11 @@ mod tests {
         let idx = LineIndex::new("ab\nçd\n\nx");
         assert_eq!(idx.position(0), Position { row: 1, column: 1 });
         assert_eq!(idx.position(3), Position { row: 2, column: 1 });
-        assert_eq!(idx.position(5), Position { row: 2, column: 2 }, "ç is one column");
+        assert_eq!(
+            idx.position(5),
+            Position { row: 2, column: 2 },
+            "ç is one column"
+        );
         assert_eq!(idx.position(8), Position { row: 4, column: 1 });
         assert_eq!(idx.position(99), Position { row: 4, column: 2 });
     }

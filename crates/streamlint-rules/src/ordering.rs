@@ -1,7 +1,9 @@
 //! SL003 missing-stream-wait: a stream uses a tensor another stream writes (or reads, for a
 //! write) with no ordering edge in between; and waits that order nothing.
 
-use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin};
+use streamlint_graph::{
+    BufferId, EscapeKind, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin,
+};
 
 use crate::{is_side_stream_transfer, Context, Finding, Label, Rule, Severity};
 
@@ -28,8 +30,15 @@ impl Rule for MissingStreamWait {
             }
             OpKind::Read { buffer, stream } => self.check_use(cx, state, buffer, stream, op, false),
             OpKind::Write { buffer, stream } => self.check_use(cx, state, buffer, stream, op, true),
-            OpKind::Raw { buffer, stream, write } => self.check_use(cx, state, buffer, stream, op, write),
-            OpKind::Escape { buffer, kind: EscapeKind::Caller } if cx.body.returns_to_ambient => {
+            OpKind::Raw {
+                buffer,
+                stream,
+                write,
+            } => self.check_use(cx, state, buffer, stream, op, write),
+            OpKind::Escape {
+                buffer,
+                kind: EscapeKind::Caller,
+            } if cx.body.returns_to_ambient => {
                 self.check_use(cx, state, buffer, cx.body.ambient, op, false)
             }
             _ => {}
@@ -49,14 +58,24 @@ impl MissingStreamWait {
             _ => {}
         }
         body.ops_iter().any(|(_, op)| match op.kind {
-                OpKind::WaitStream { waiter, waitee } => waiter == consumer && waitee != consumer,
-                OpKind::WaitEvent { stream, .. } => stream == consumer,
-                _ => false,
-            })
+            OpKind::WaitStream { waiter, waitee } => waiter == consumer && waitee != consumer,
+            OpKind::WaitEvent { stream, .. } => stream == consumer,
+            _ => false,
+        })
     }
 
-    fn check_use(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, consumer: StreamId, op: &Op, write: bool) {
-        let Some(b) = state.buffer(buffer) else { return };
+    fn check_use(
+        &self,
+        cx: &mut Context<'_>,
+        state: &State,
+        buffer: BufferId,
+        consumer: StreamId,
+        op: &Op,
+        write: bool,
+    ) {
+        let Some(b) = state.buffer(buffer) else {
+            return;
+        };
         if is_side_stream_transfer(cx.body, b) {
             return;
         }
@@ -87,13 +106,18 @@ impl MissingStreamWait {
             }
         }
         let raw = races.iter().any(|r| b.writes.contains(r));
-        let Some(&(producer, access)) = races.first() else { return };
+        let Some(&(producer, access)) = races.first() else {
+            return;
+        };
         // A self-wait on the consumer is the root cause; it is reported where it stands.
         if cx.noop_wait_explains(state, consumer) {
             return;
         }
         let name = cx.buffer_name(buffer).to_string();
-        let (c, p) = (cx.stream_name(consumer).to_string(), cx.stream_name(producer).to_string());
+        let (c, p) = (
+            cx.stream_name(consumer).to_string(),
+            cx.stream_name(producer).to_string(),
+        );
         let returned = matches!(op.kind, OpKind::Escape { .. });
         let message = if returned {
             format!("`{name}` is returned to the caller, who uses it on {c}, but {c} never waits for {p}, which produces it")
@@ -107,9 +131,19 @@ impl MissingStreamWait {
             message: format!("{} on {p} here", if raw { "written" } else { "read" }),
         }];
         if let Some(w) = state.last_wait(consumer) {
-            labels.push(Label { span: cx.span(w), message: format!("this wait does not cover the {} on {p}", if raw { "write" } else { "read" }) });
+            labels.push(Label {
+                span: cx.span(w),
+                message: format!(
+                    "this wait does not cover the {} on {p}",
+                    if raw { "write" } else { "read" }
+                ),
+            });
         }
-        let fix = if returned { None } else { cx.wait_stream_edit(consumer, producer, op.span) };
+        let fix = if returned {
+            None
+        } else {
+            cx.wait_stream_edit(consumer, producer, op.span)
+        };
         cx.report_once(buffer, Finding {
             fix,
             code: "SL003",

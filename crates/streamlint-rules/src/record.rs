@@ -1,6 +1,9 @@
 //! SL002 record-stream-wrong-stream: a `record_stream` that protects nothing.
 
-use streamlint_graph::{Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Owner, Production, State, StreamId, StreamOrigin};
+use streamlint_graph::{
+    Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Owner, Production, State, StreamId,
+    StreamOrigin,
+};
 
 use crate::{Context, Finding, Label, Rule, Severity};
 
@@ -15,38 +18,57 @@ impl Rule for RecordStreamWrongStream {
         if let OpKind::Raw { buffer, stream, .. } = op.kind {
             return guard_on_other_stream(cx, buffer, stream, op, state);
         }
-        let OpKind::RecordStream { buffer, stream } = op.kind else { return };
-        let Some(b) = state.buffer(buffer) else { return };
+        let OpKind::RecordStream { buffer, stream } = op.kind else {
+            return;
+        };
+        let Some(b) = state.buffer(buffer) else {
+            return;
+        };
         let name = cx.buffer_name(buffer).to_string();
         let alloc = b.alloc_stream;
-        let alloc_label = Label { span: cx.span(b.produced_at), message: format!("allocated on {}", cx.stream_name(alloc)) };
+        let alloc_label = Label {
+            span: cx.span(b.produced_at),
+            message: format!("allocated on {}", cx.stream_name(alloc)),
+        };
         let (message, help) = if cx.body.buffer(buffer).memory != Memory::Device {
             (
                 format!("`record_stream` on `{name}`, a host tensor: only device memory from the caching allocator can be recorded, and a CPU tensor raises at run time"),
                 "remove the call; if a non-blocking copy reads this buffer, keep the buffer alive until an event recorded after the copy has completed".to_string(),
             )
-        } else if stream == alloc && known_allocation(b.how) && crosses_streams(cx.body, buffer, alloc) {
+        } else if stream == alloc
+            && known_allocation(b.how)
+            && crosses_streams(cx.body, buffer, alloc)
+        {
             (
                 format!("`record_stream` of {} on `{name}` does nothing: `{name}` was allocated on that stream, and the allocator ignores uses on the allocation stream", cx.stream_name(stream)),
                 consumer_help(cx, buffer, alloc),
             )
-        } else if known_allocation(b.how) && !used_on(cx.body, buffer, stream) && knows_all_uses(cx.body, buffer, stream) {
+        } else if known_allocation(b.how)
+            && !used_on(cx.body, buffer, stream)
+            && knows_all_uses(cx.body, buffer, stream)
+        {
             (
-                format!("`record_stream` of {} on `{name}`, which is never used on that stream", cx.stream_name(stream)),
+                format!(
+                    "`record_stream` of {} on `{name}`, which is never used on that stream",
+                    cx.stream_name(stream)
+                ),
                 consumer_help(cx, buffer, alloc),
             )
         } else {
             return;
         };
-        cx.report_once(buffer, Finding {
-            fix: None,
-            code: "SL002",
-            severity: Severity::Error,
-            message,
-            span: op.span,
-            labels: vec![alloc_label],
-            help: Some(help),
-        });
+        cx.report_once(
+            buffer,
+            Finding {
+                fix: None,
+                code: "SL002",
+                severity: Severity::Error,
+                message,
+                span: op.span,
+                labels: vec![alloc_label],
+                help: Some(help),
+            },
+        );
     }
 }
 
@@ -58,13 +80,24 @@ fn known_allocation(how: Production) -> bool {
 
 /// Raw work on one stream through a pointer whose guard was taken for another: that stream
 /// never waited for the buffer's producers, and the guard records the wrong stream.
-fn guard_on_other_stream(cx: &mut Context<'_>, buffer: BufferId, stream: StreamId, op: &Op, state: &State) {
-    let Some((guarded, taken, None)) = state.guard(buffer) else { return };
+fn guard_on_other_stream(
+    cx: &mut Context<'_>,
+    buffer: BufferId,
+    stream: StreamId,
+    op: &Op,
+    state: &State,
+) {
+    let Some((guarded, taken, None)) = state.guard(buffer) else {
+        return;
+    };
     if guarded == stream {
         return;
     }
     let name = cx.buffer_name(buffer).to_string();
-    let (g, s) = (cx.stream_name(guarded).to_string(), cx.stream_name(stream).to_string());
+    let (g, s) = (
+        cx.stream_name(guarded).to_string(),
+        cx.stream_name(stream).to_string(),
+    );
     cx.report_once(buffer, Finding {
         fix: None,
         code: "SL002",
@@ -78,10 +111,18 @@ fn guard_on_other_stream(cx: &mut Context<'_>, buffer: BufferId, stream: StreamI
 
 /// Suggest recording the stream(s) that really use the buffer.
 fn consumer_help(cx: &Context<'_>, buffer: BufferId, alloc: StreamId) -> String {
-    let consumers: Vec<StreamId> = streams_using(cx.body, buffer).into_iter().filter(|s| *s != alloc).collect();
-    match consumers.first().and_then(|&c| cx.record_stream_fix(buffer, c)) {
+    let consumers: Vec<StreamId> = streams_using(cx.body, buffer)
+        .into_iter()
+        .filter(|s| *s != alloc)
+        .collect();
+    match consumers
+        .first()
+        .and_then(|&c| cx.record_stream_fix(buffer, c))
+    {
         Some(fix) => format!("record the stream that consumes it: `{fix}`"),
-        None => "record the stream that consumes the tensor, not the one that allocated it".to_string(),
+        None => {
+            "record the stream that consumes the tensor, not the one that allocated it".to_string()
+        }
     }
 }
 
@@ -90,8 +131,15 @@ fn streams_using(body: &Body, buffer: BufferId) -> Vec<StreamId> {
     let mut out = Vec::new();
     for (_, op) in body.ops_iter() {
         let s = match op.kind {
-            OpKind::Read { buffer: b, stream } | OpKind::Write { buffer: b, stream } if b == buffer => stream,
-            OpKind::Escape { buffer: b, kind: EscapeKind::Caller } if b == buffer => body.ambient,
+            OpKind::Read { buffer: b, stream } | OpKind::Write { buffer: b, stream }
+                if b == buffer =>
+            {
+                stream
+            }
+            OpKind::Escape {
+                buffer: b,
+                kind: EscapeKind::Caller,
+            } if b == buffer => body.ambient,
             _ => continue,
         };
         if !out.contains(&s) {
@@ -118,7 +166,10 @@ fn knows_all_uses(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
     let kept = body.ops_iter().any(|(_, op)| {
         matches!(op.kind, OpKind::Escape { buffer: b, kind } if b == buffer && kind != EscapeKind::Caller)
     });
-    let local_stream = matches!(body.stream(stream).origin, StreamOrigin::Created | StreamOrigin::Ambient | StreamOrigin::Attribute);
+    let local_stream = matches!(
+        body.stream(stream).origin,
+        StreamOrigin::Created | StreamOrigin::Ambient | StreamOrigin::Attribute
+    );
     let local_value = body.buffer(buffer).owner == Owner::Local;
     !kept && local_stream && local_value
 }

@@ -12,7 +12,9 @@ impl Rule for UnrestoredSetStream {
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, _state: &State) {
-        let OpKind::SetStream { stream, restored } = op.kind else { return };
+        let OpKind::SetStream { stream, restored } = op.kind else {
+            return;
+        };
         if restored || stream == cx.body.ambient {
             return;
         }

@@ -19,8 +19,15 @@ impl Rule for TemporaryStream {
         let (buffer, consumer, write) = match op.kind {
             OpKind::Read { buffer, stream } => (buffer, stream, false),
             OpKind::Write { buffer, stream } => (buffer, stream, true),
-            OpKind::Raw { buffer, stream, write } => (buffer, stream, write),
-            OpKind::Escape { buffer, kind: EscapeKind::Caller } => (buffer, cx.body.ambient, false),
+            OpKind::Raw {
+                buffer,
+                stream,
+                write,
+            } => (buffer, stream, write),
+            OpKind::Escape {
+                buffer,
+                kind: EscapeKind::Caller,
+            } => (buffer, cx.body.ambient, false),
             _ => return,
         };
         let mut races = state.unordered_writes(buffer, consumer);
@@ -79,19 +86,40 @@ impl TemporaryStream {
     fn check_end(&self, cx: &mut Context<'_>, stream: StreamId, op: &Op, state: &State) {
         let ambient = cx.body.ambient;
         let pending = state.live_buffers().find_map(|(id, b)| {
-            b.writes.iter().find(|(s, w)| *s == stream && !state.ordered(ambient, *s, *w)).map(|(_, w)| (id, *w))
+            b.writes
+                .iter()
+                .find(|(s, w)| *s == stream && !state.ordered(ambient, *s, *w))
+                .map(|(_, w)| (id, *w))
         });
-        let Some((buffer, write)) = pending else { return };
-        let (s, name) = (cx.stream_name(stream).to_string(), cx.buffer_name(buffer).to_string());
+        let Some((buffer, write)) = pending else {
+            return;
+        };
+        let (s, name) = (
+            cx.stream_name(stream).to_string(),
+            cx.buffer_name(buffer).to_string(),
+        );
         // A stream dropped at a closing brace is reported where it was made, the brace labelled.
         let made = cx.body.stream(stream).span;
         let (span, gone, mut labels) = match (&op.kind, made) {
-            (OpKind::EndStream { at_scope_end: true, .. }, Some(made)) => {
-                (made, "goes away at the end of its scope", vec![Label { span: op.span, message: format!("{s} is dropped here") }])
-            }
+            (
+                OpKind::EndStream {
+                    at_scope_end: true, ..
+                },
+                Some(made),
+            ) => (
+                made,
+                "goes away at the end of its scope",
+                vec![Label {
+                    span: op.span,
+                    message: format!("{s} is dropped here"),
+                }],
+            ),
             _ => (op.span, "goes away here", Vec::new()),
         };
-        labels.push(Label { span: cx.span(write), message: format!("written on {s} here") });
+        labels.push(Label {
+            span: cx.span(write),
+            message: format!("written on {s} here"),
+        });
         cx.report_about(Subject::Stream(stream), Finding {
             fix: None,
             code: "SL005",
@@ -104,7 +132,9 @@ impl TemporaryStream {
     }
 
     fn report_temporary(&self, cx: &mut Context<'_>, stream: StreamId, op: &Op, why: String) {
-        let Some(span) = cx.body.stream(stream).span else { return };
+        let Some(span) = cx.body.stream(stream).span else {
+            return;
+        };
         cx.report_about(Subject::Stream(stream), Finding {
             fix: None,
             code: "SL005",

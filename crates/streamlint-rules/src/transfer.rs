@@ -4,7 +4,10 @@
 
 use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, State, StreamId};
 
-use crate::{is_side_stream_transfer, released_at_scope_end, transfer_lifetime_is_sl004, Context, Finding, Label, Rule, Severity};
+use crate::{
+    is_side_stream_transfer, released_at_scope_end, transfer_lifetime_is_sl004, Context, Finding,
+    Label, Rule, Severity,
+};
 
 pub struct TransferInSideStream;
 
@@ -15,19 +18,31 @@ impl Rule for TransferInSideStream {
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
         match op.kind {
-            OpKind::Read { buffer, stream } | OpKind::Write { buffer, stream } | OpKind::Raw { buffer, stream, .. } => {
+            OpKind::Read { buffer, stream }
+            | OpKind::Write { buffer, stream }
+            | OpKind::Raw { buffer, stream, .. } => {
                 self.check_wait(cx, state, buffer, stream, op, false);
             }
-            OpKind::Escape { buffer, kind: EscapeKind::Caller } => {
+            OpKind::Escape {
+                buffer,
+                kind: EscapeKind::Caller,
+            } => {
                 // The caller orders its uses after a copy on the stream it passed in.
-                let callers = !cx.body.returns_to_ambient || state.buffer(buffer).is_some_and(|b| cx.is_callers_stream(b.alloc_stream));
+                let callers = !cx.body.returns_to_ambient
+                    || state
+                        .buffer(buffer)
+                        .is_some_and(|b| cx.is_callers_stream(b.alloc_stream));
                 let ambient = cx.body.ambient;
                 if callers || !self.check_wait(cx, state, buffer, ambient, op, true) {
                     self.check_record(cx, state, buffer, op, &[ambient]);
                 }
             }
             OpKind::Release { buffer, .. } => {
-                let users: Vec<StreamId> = state.uncovered_uses(buffer).into_iter().map(|(s, _)| s).collect();
+                let users: Vec<StreamId> = state
+                    .uncovered_uses(buffer)
+                    .into_iter()
+                    .map(|(s, _)| s)
+                    .collect();
                 self.check_record(cx, state, buffer, op, &users);
             }
             OpKind::ScopeEnd => {
@@ -35,7 +50,10 @@ impl Rule for TransferInSideStream {
                     let uncovered = state.uncovered_uses(buffer);
                     if let Some(&(_, last)) = uncovered.iter().max_by_key(|(_, u)| *u) {
                         let users: Vec<StreamId> = uncovered.iter().map(|(s, _)| *s).collect();
-                        let at = Op { kind: op.kind.clone(), span: cx.span(last) };
+                        let at = Op {
+                            kind: op.kind.clone(),
+                            span: cx.span(last),
+                        };
                         self.check_record(cx, state, buffer, &at, &users);
                     }
                 }
@@ -47,8 +65,18 @@ impl Rule for TransferInSideStream {
 
 impl TransferInSideStream {
     /// The copy's result used on another stream before that stream waited for the copy.
-    fn check_wait(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, consumer: StreamId, op: &Op, returned: bool) -> bool {
-        let Some(b) = state.buffer(buffer) else { return false };
+    fn check_wait(
+        &self,
+        cx: &mut Context<'_>,
+        state: &State,
+        buffer: BufferId,
+        consumer: StreamId,
+        op: &Op,
+        returned: bool,
+    ) -> bool {
+        let Some(b) = state.buffer(buffer) else {
+            return false;
+        };
         // A wait that ordered nothing (self-wait, unrecorded event) is the root cause there.
         if !is_side_stream_transfer(cx.body, b)
             || cx.is_temporary(b.alloc_stream)
@@ -59,12 +87,27 @@ impl TransferInSideStream {
             return false;
         }
         let name = cx.buffer_name(buffer).to_string();
-        let (side, c) = (cx.stream_name(b.alloc_stream).to_string(), cx.stream_name(consumer).to_string());
+        let (side, c) = (
+            cx.stream_name(b.alloc_stream).to_string(),
+            cx.stream_name(consumer).to_string(),
+        );
         // Where the language has no `record_stream` (Rust), only the wait is missing.
         let recorded = records(cx, buffer, consumer) || cx.body.spelling.record_stream.is_none();
-        let missing = if recorded { "a wait".to_string() } else { format!("a wait and `record_stream` of {c}") };
-        let use_text = if returned { format!("returned to the caller, who uses it on {c}") } else { format!("used on {c}") };
-        let edit = if returned { None } else { cx.wait_stream_edit(consumer, b.alloc_stream, op.span) };
+        let missing = if recorded {
+            "a wait".to_string()
+        } else {
+            format!("a wait and `record_stream` of {c}")
+        };
+        let use_text = if returned {
+            format!("returned to the caller, who uses it on {c}")
+        } else {
+            format!("used on {c}")
+        };
+        let edit = if returned {
+            None
+        } else {
+            cx.wait_stream_edit(consumer, b.alloc_stream, op.span)
+        };
         cx.report_once(buffer, Finding {
             fix: edit,
             code: "SL004",
@@ -81,15 +124,36 @@ impl TransferInSideStream {
 
     /// The copy's result freed (or handed out) while consumers other than the side stream are
     /// unknown to the allocator.
-    fn check_record(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, op: &Op, users: &[StreamId]) {
-        let Some(b) = state.buffer(buffer) else { return };
+    fn check_record(
+        &self,
+        cx: &mut Context<'_>,
+        state: &State,
+        buffer: BufferId,
+        op: &Op,
+        users: &[StreamId],
+    ) {
+        let Some(b) = state.buffer(buffer) else {
+            return;
+        };
         if !transfer_lifetime_is_sl004(cx.body, b) || b.escaped {
             return;
         }
-        let Some(&consumer) = users.iter().find(|s| **s != b.alloc_stream && !b.recorded.contains(s)) else { return };
+        let Some(&consumer) = users
+            .iter()
+            .find(|s| **s != b.alloc_stream && !b.recorded.contains(s))
+        else {
+            return;
+        };
         let name = cx.buffer_name(buffer).to_string();
-        let (side, c) = (cx.stream_name(b.alloc_stream).to_string(), cx.stream_name(consumer).to_string());
-        let what = if matches!(op.kind, OpKind::Escape { .. }) { "handed to the caller" } else { "freed" };
+        let (side, c) = (
+            cx.stream_name(b.alloc_stream).to_string(),
+            cx.stream_name(consumer).to_string(),
+        );
+        let what = if matches!(op.kind, OpKind::Escape { .. }) {
+            "handed to the caller"
+        } else {
+            "freed"
+        };
         cx.report_once(buffer, Finding {
             fix: None,
             code: "SL004",
@@ -103,13 +167,23 @@ impl TransferInSideStream {
 }
 
 fn records(cx: &Context<'_>, buffer: BufferId, stream: StreamId) -> bool {
-    cx.body.ops_iter().any(|(_, op)| op.kind == OpKind::RecordStream { buffer, stream })
+    cx.body
+        .ops_iter()
+        .any(|(_, op)| op.kind == OpKind::RecordStream { buffer, stream })
 }
 
-fn fix(cx: &Context<'_>, buffer: BufferId, side: StreamId, consumer: StreamId, recorded: bool) -> String {
+fn fix(
+    cx: &Context<'_>,
+    buffer: BufferId,
+    side: StreamId,
+    consumer: StreamId,
+    recorded: bool,
+) -> String {
     let wait = cx.wait_stream_fix(consumer, side);
     match cx.record_stream_fix(buffer, consumer) {
-        Some(record) if !recorded => format!("after the side-stream block, call `{wait}` and `{record}` before using the tensor"),
+        Some(record) if !recorded => format!(
+            "after the side-stream block, call `{wait}` and `{record}` before using the tensor"
+        ),
         _ => format!("make the consumer wait for the copy before using it: `{wait}`"),
     }
 }

@@ -13,7 +13,9 @@ impl Rule for CudaInDataloaderWorker {
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, _state: &State) {
-        let OpKind::Produce { buffer, how, .. } = op.kind else { return };
+        let OpKind::Produce { buffer, how, .. } = op.kind else {
+            return;
+        };
         let explicit = matches!(how, Production::HostToDevice { .. } | Production::Allocate);
         if explicit && cx.body.buffer(buffer).memory == Memory::Device {
             self.report(cx, op.span, "puts a tensor on the device");
@@ -40,7 +42,9 @@ impl Rule for CudaInDataloaderWorker {
 
 impl CudaInDataloaderWorker {
     fn report(&self, cx: &mut Context<'_>, span: Span, what: &str) {
-        let Some(reason) = cx.body.device_forbidden.clone() else { return };
+        let Some(reason) = cx.body.device_forbidden.clone() else {
+            return;
+        };
         cx.report_about(Subject::Span(span), Finding {
             fix: None,
             code: "SL009",

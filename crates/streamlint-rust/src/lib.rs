@@ -27,7 +27,10 @@ pub fn lower_source(source: &str) -> Result<Vec<Body>, ParseError> {
     let parsed = syn::parse_file(source);
     let result = match parsed {
         Ok(file) => Ok(lower_file(&file)),
-        Err(e) => Err(ParseError { offset: e.span().byte_range().start as u32, message: e.to_string() }),
+        Err(e) => Err(ParseError {
+            offset: e.span().byte_range().start as u32,
+            message: e.to_string(),
+        }),
     };
     // Span locations accumulate per thread: forget this file's before the next one.
     proc_macro2::extra::invalidate_current_thread_spans();
@@ -46,13 +49,27 @@ pub fn parses(source: &str) -> bool {
 fn lower_file(file: &syn::File) -> Vec<Body> {
     let mut structs = StructFields::default();
     structs.visit_file(file);
-    let mut first = Functions { structs: &structs.fields, summaries: HashMap::new(), bodies: Vec::new(), found: HashMap::new() };
+    let mut first = Functions {
+        structs: &structs.fields,
+        summaries: HashMap::new(),
+        bodies: Vec::new(),
+        found: HashMap::new(),
+    };
     first.visit_file(file);
-    let found: HashMap<String, Summary> = first.found.into_iter().filter(|(_, s)| !s.is_empty()).collect();
+    let found: HashMap<String, Summary> = first
+        .found
+        .into_iter()
+        .filter(|(_, s)| !s.is_empty())
+        .collect();
     if found.is_empty() {
         return first.bodies;
     }
-    let mut second = Functions { structs: &structs.fields, summaries: found, bodies: Vec::new(), found: HashMap::new() };
+    let mut second = Functions {
+        structs: &structs.fields,
+        summaries: found,
+        bodies: Vec::new(),
+        found: HashMap::new(),
+    };
     second.visit_file(file);
     second.bodies
 }
@@ -84,7 +101,13 @@ struct Functions<'s> {
 }
 
 impl Functions<'_> {
-    fn lower(&mut self, sig: &syn::Signature, block: &syn::Block, whole: proc_macro2::Span, file: &FileContext) {
+    fn lower(
+        &mut self,
+        sig: &syn::Signature,
+        block: &syn::Block,
+        whole: proc_macro2::Span,
+        file: &FileContext,
+    ) {
         let (body, summary) = lower::lower_fn(sig, block, whole, file);
         if sig.receiver().is_none() {
             self.found.insert(sig.ident.to_string(), summary);
@@ -93,7 +116,11 @@ impl Functions<'_> {
     }
 
     fn context(&mut self, fields: Vec<(String, TypeKind)>, tracking_disabled: bool) -> FileContext {
-        FileContext { fields, tracking_disabled, summaries: std::mem::take(&mut self.summaries) }
+        FileContext {
+            fields,
+            tracking_disabled,
+            summaries: std::mem::take(&mut self.summaries),
+        }
     }
 }
 
@@ -107,12 +134,21 @@ impl<'ast> Visit<'ast> for Functions<'_> {
 
     fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
         let fields = match i.self_ty.as_ref() {
-            syn::Type::Path(p) => p.path.segments.last().and_then(|s| self.structs.get(&s.ident.to_string())).cloned(),
+            syn::Type::Path(p) => p
+                .path
+                .segments
+                .last()
+                .and_then(|s| self.structs.get(&s.ident.to_string()))
+                .cloned(),
             _ => None,
         };
         // Tracking is a property of the context: a method that turns it off, with none turning
         // it back on, leaves it off for the others.
-        let calls = |name: &str| i.items.iter().any(|item| quote::quote!(#item).to_string().contains(name));
+        let calls = |name: &str| {
+            i.items
+                .iter()
+                .any(|item| quote::quote!(#item).to_string().contains(name))
+        };
         let disabled = calls("disable_event_tracking") && !calls("enable_event_tracking");
         let file = self.context(fields.unwrap_or_default(), disabled);
         for item in &i.items {
@@ -146,7 +182,11 @@ mod tests {
     #[test]
     fn functions_methods_and_nested_functions_are_bodies() {
         let src = "fn a() { fn inner() {} }\nstruct S;\nimpl S { fn m(&self) {} }\ntrait T { fn d(&self) {} }\n";
-        let names: Vec<String> = lower_source(src).unwrap().into_iter().map(|b| b.name).collect();
+        let names: Vec<String> = lower_source(src)
+            .unwrap()
+            .into_iter()
+            .map(|b| b.name)
+            .collect();
         assert_eq!(names, ["a", "inner", "m", "d"]);
     }
 

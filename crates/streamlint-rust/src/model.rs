@@ -47,12 +47,30 @@ pub fn type_kind(ty: &syn::Type) -> Option<TypeKind> {
 pub const OWNED_STREAM_FACTORIES: &[&str] = &["new_stream", "new_stream_with_priority"];
 
 /// Methods that hand out a stream that does not count for tracking.
-pub const BORROWED_STREAMS: &[&str] = &["default_stream", "per_thread_stream", "wrap_borrowed_stream", "cuda_stream", "stream"];
+pub const BORROWED_STREAMS: &[&str] = &[
+    "default_stream",
+    "per_thread_stream",
+    "wrap_borrowed_stream",
+    "cuda_stream",
+    "stream",
+];
 
 /// Words without which a file cannot hold code the Rust model looks at.
-const WORDS: &[&str] = &["cudarc", "cust", "CudaStream", "CudaSlice", "new_stream", "fork(", "cu_stream", "DeviceBuffer", "launch!"];
+const WORDS: &[&str] = &[
+    "cudarc",
+    "cust",
+    "CudaStream",
+    "CudaSlice",
+    "new_stream",
+    "fork(",
+    "cu_stream",
+    "DeviceBuffer",
+    "launch!",
+];
 
 /// Does `source` mention anything the Rust model acts on?
 pub fn may_contain_gpu_code(source: &[u8]) -> bool {
-    WORDS.iter().any(|w| source.windows(w.len()).any(|win| win == w.as_bytes()))
+    WORDS
+        .iter()
+        .any(|w| source.windows(w.len()).any(|win| win == w.as_bytes()))
 }

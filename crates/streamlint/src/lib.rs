@@ -10,7 +10,11 @@ use streamlint_linter::{check_files, discover, Config, ConfigError, Selection, S
 use streamlint_render::{render, FileFindings, Format};
 
 #[derive(Parser, Debug)]
-#[command(name = "streamlint", version, about = "Find CUDA stream-lifetime bugs in PyTorch code")]
+#[command(
+    name = "streamlint",
+    version,
+    about = "Find CUDA stream-lifetime bugs in PyTorch code"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -68,7 +72,11 @@ where
         Err(e) => {
             let code = if e.use_stderr() { 2 } else { 0 };
             let text = e.render();
-            let _ = if e.use_stderr() { write!(stderr, "{text}") } else { write!(stdout, "{text}") };
+            let _ = if e.use_stderr() {
+                write!(stderr, "{text}")
+            } else {
+                write!(stdout, "{text}")
+            };
             return code;
         }
     };
@@ -76,11 +84,24 @@ where
         Command::Check(args) => check(args, stdout, stderr),
         Command::Rule { code } => match streamlint_rules::rule(&code) {
             Some(r) => writeln!(stdout, "{}", r.doc.trim_end()).map(|_| 0),
-            None => writeln!(stderr, "error: no rule named `{code}`; `streamlint rules` lists them").map(|_| 2),
+            None => writeln!(
+                stderr,
+                "error: no rule named `{code}`; `streamlint rules` lists them"
+            )
+            .map(|_| 2),
         },
         Command::Rules => streamlint_rules::RULES
             .iter()
-            .try_for_each(|r| writeln!(stdout, "{}  {:<28} {:<7} {}", r.code, r.name, r.severity.as_str(), r.summary()))
+            .try_for_each(|r| {
+                writeln!(
+                    stdout,
+                    "{}  {:<28} {:<7} {}",
+                    r.code,
+                    r.name,
+                    r.severity.as_str(),
+                    r.summary()
+                )
+            })
             .map(|_| 0),
     };
     result.unwrap_or(2)
@@ -109,12 +130,24 @@ fn settings(args: &CheckArgs, paths: &[PathBuf]) -> Result<Settings, ConfigError
 }
 
 fn check(args: CheckArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> std::io::Result<i32> {
-    let unknown = Selection { select: args.select.clone(), ignore: args.ignore.clone() }.unknown_patterns();
+    let unknown = Selection {
+        select: args.select.clone(),
+        ignore: args.ignore.clone(),
+    }
+    .unknown_patterns();
     if !unknown.is_empty() {
-        writeln!(stderr, "error: unknown rule selector(s): {}; `streamlint rules` lists the codes", unknown.join(", "))?;
+        writeln!(
+            stderr,
+            "error: unknown rule selector(s): {}; `streamlint rules` lists the codes",
+            unknown.join(", ")
+        )?;
         return Ok(2);
     }
-    let paths = if args.paths.is_empty() { vec![PathBuf::from(".")] } else { args.paths.clone() };
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        args.paths.clone()
+    };
     let settings = match settings(&args, &paths) {
         Ok(s) => s,
         Err(e) => {
@@ -124,22 +157,39 @@ fn check(args: CheckArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> std
     };
     let found = discover(&paths, &settings);
     for missing in &found.missing {
-        writeln!(stderr, "error: {}: no such file or directory", missing.display())?;
+        writeln!(
+            stderr,
+            "error: {}: no such file or directory",
+            missing.display()
+        )?;
     }
     let reports = check_files(&found.files, &settings);
-    let paths: Vec<String> = reports.iter().map(|r| r.path.to_string_lossy().into_owned()).collect();
+    let paths: Vec<String> = reports
+        .iter()
+        .map(|r| r.path.to_string_lossy().into_owned())
+        .collect();
     let files: Vec<FileFindings<'_>> = reports
         .iter()
         .zip(&paths)
         .filter(|(r, _)| !r.findings.is_empty())
-        .map(|(r, p)| FileFindings { path: p, source: &r.source, findings: &r.findings })
+        .map(|(r, p)| FileFindings {
+            path: p,
+            source: &r.source,
+            findings: &r.findings,
+        })
         .collect();
     let format = Format::parse(&args.output_format).unwrap_or(Format::Full);
-    let color = format == Format::Full && std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+    let color = format == Format::Full
+        && std::io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none();
     render(format, &files, color, stdout)?;
     if format == Format::Full {
         let total = files.iter().map(|f| f.findings.len()).sum();
-        writeln!(stdout, "{}", streamlint_render::summary_line(total, reports.len()))?;
+        writeln!(
+            stdout,
+            "{}",
+            streamlint_render::summary_line(total, reports.len())
+        )?;
     }
     let any = files.iter().any(|f| !f.findings.is_empty());
     Ok(if !found.missing.is_empty() {

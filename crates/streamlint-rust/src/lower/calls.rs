@@ -4,7 +4,11 @@
 use super::*;
 
 impl Lowerer<'_> {
-    pub(super) fn stream_arg(&mut self, args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>, i: usize) -> Option<StreamId> {
+    pub(super) fn stream_arg(
+        &mut self,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>,
+        i: usize,
+    ) -> Option<StreamId> {
         match args.iter().nth(i).map(|a| self.expr(a)) {
             Some(Value::Stream(s)) => Some(s),
             _ => None,
@@ -38,18 +42,38 @@ impl Lowerer<'_> {
                 let parent = *parent;
                 let s = self.new_stream("a forked stream", StreamOrigin::Temporary, sp);
                 self.owned_alive.push(s);
-                self.b.push(OpKind::WaitStream { waiter: s, waitee: parent }, sp);
+                self.b.push(
+                    OpKind::WaitStream {
+                        waiter: s,
+                        waitee: parent,
+                    },
+                    sp,
+                );
                 Value::Stream(s)
             }
             (Value::Context | Value::Unknown, "default_stream") => Value::Stream(self.b.ambient()),
-            (Value::Context | Value::Unknown, f) if BORROWED_STREAMS.contains(&f) && m.args.is_empty() => {
+            (Value::Context | Value::Unknown, f)
+                if BORROWED_STREAMS.contains(&f) && m.args.is_empty() =>
+            {
                 Value::Stream(self.named_stream("the per-thread stream", StreamOrigin::Unknown))
             }
             (Value::Context | Value::Unknown, "alloc_pinned" | "alloc_pinned_with_flags") => {
                 let tracked = self.tracking_enabled;
-                let h = self.new_buffer("the pinned buffer", Memory::PinnedHost, Owner::Local, tracked);
+                let h = self.new_buffer(
+                    "the pinned buffer",
+                    Memory::PinnedHost,
+                    Owner::Local,
+                    tracked,
+                );
                 let ambient = self.b.ambient();
-                self.b.push(OpKind::Produce { buffer: h, stream: ambient, how: Production::Host }, sp);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer: h,
+                        stream: ambient,
+                        how: Production::Host,
+                    },
+                    sp,
+                );
                 Value::Host(h)
             }
             (_, "disable_event_tracking") => {
@@ -61,17 +85,31 @@ impl Lowerer<'_> {
                 Value::Unknown
             }
             (_, "new_event") => {
-                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp), internal: false });
+                let e = self.b.add_event(Event {
+                    name: "the event".into(),
+                    expr: "ev".into(),
+                    created: Some(sp),
+                    internal: false,
+                });
                 self.b.push(OpKind::NewEvent { event: e }, sp);
                 Value::Event(e)
             }
-            (Value::Slice(_) | Value::Host(_) | Value::Event(_) | Value::Stream(_), "take" | "unwrap" | "expect" | "as_ref" | "as_mut") => recv,
+            (
+                Value::Slice(_) | Value::Host(_) | Value::Event(_) | Value::Stream(_),
+                "take" | "unwrap" | "expect" | "as_ref" | "as_mut",
+            ) => recv,
             (Value::Stream(s), "clone") => Value::Stream(*s),
             (Value::Stream(s), _) => self.stream_method(*s, &method, &m.args, sp),
             (Value::Event(e), "record") => {
                 let e = *e;
                 if let Some(s) = self.stream_arg(&m.args, 0) {
-                    self.b.push(OpKind::RecordEvent { event: e, stream: s }, sp);
+                    self.b.push(
+                        OpKind::RecordEvent {
+                            event: e,
+                            stream: s,
+                        },
+                        sp,
+                    );
                 }
                 Value::Unknown
             }
@@ -87,16 +125,33 @@ impl Lowerer<'_> {
             (Value::Slice(x), "device_ptr" | "device_ptr_mut" | "view_ptr" | "view_ptr_mut") => {
                 let x = *x;
                 let write = method.ends_with("_mut");
-                let Some(s) = self.stream_arg(&m.args, 0) else { return Value::Unknown };
+                let Some(s) = self.stream_arg(&m.args, 0) else {
+                    return Value::Unknown;
+                };
                 self.tracked_wait(x, s, write, sp);
-                self.b.push(OpKind::GuardTaken { buffer: x, stream: s }, sp);
-                Value::PtrGuard { buffer: x, write, stream: s }
+                self.b.push(
+                    OpKind::GuardTaken {
+                        buffer: x,
+                        stream: s,
+                    },
+                    sp,
+                );
+                Value::PtrGuard {
+                    buffer: x,
+                    write,
+                    stream: s,
+                }
             }
-            (Value::Slice(x), "slice" | "slice_mut" | "as_view" | "as_view_mut" | "try_slice" | "try_slice_mut") => Value::Slice(*x),
+            (
+                Value::Slice(x),
+                "slice" | "slice_mut" | "as_view" | "as_view_mut" | "try_slice" | "try_slice_mut",
+            ) => Value::Slice(*x),
             // The slice's allocating stream, known only by that name.
             (Value::Slice(_), "stream") => {
                 let owner = receiver_name.unwrap_or_else(|| "the slice".into());
-                Value::Stream(self.named_stream(&format!("{owner}.stream()"), StreamOrigin::Unknown))
+                Value::Stream(
+                    self.named_stream(&format!("{owner}.stream()"), StreamOrigin::Unknown),
+                )
             }
             (Value::Slice(x), "drop_async") => {
                 let x = *x;
@@ -113,16 +168,34 @@ impl Lowerer<'_> {
             (Value::Slice(x), "async_copy_from" | "async_copy_to") => {
                 let x = *x;
                 let host = self.buffer_arg(first);
-                let Some(s) = self.stream_arg(&m.args, 1) else { return Value::Unknown };
+                let Some(s) = self.stream_arg(&m.args, 1) else {
+                    return Value::Unknown;
+                };
                 let to_device = method == "async_copy_from";
                 if let Some(h) = host {
-                    let kind = if to_device { OpKind::Read { buffer: h, stream: s } } else { OpKind::Write { buffer: h, stream: s } };
+                    let kind = if to_device {
+                        OpKind::Read {
+                            buffer: h,
+                            stream: s,
+                        }
+                    } else {
+                        OpKind::Write {
+                            buffer: h,
+                            stream: s,
+                        }
+                    };
                     self.b.push(kind, sp);
                 }
                 if to_device {
                     self.upload_into(x, s, sp);
                 } else {
-                    self.b.push(OpKind::Read { buffer: x, stream: s }, sp);
+                    self.b.push(
+                        OpKind::Read {
+                            buffer: x,
+                            stream: s,
+                        },
+                        sp,
+                    );
                 }
                 Value::Unknown
             }
@@ -132,14 +205,30 @@ impl Lowerer<'_> {
                 let ambient = self.b.ambient();
                 self.buffer_arg(first);
                 self.b.push(OpKind::SyncDevice, sp);
-                let kind = if method == "copy_from" { OpKind::Write { buffer: x, stream: ambient } } else { OpKind::Read { buffer: x, stream: ambient } };
+                let kind = if method == "copy_from" {
+                    OpKind::Write {
+                        buffer: x,
+                        stream: ambient,
+                    }
+                } else {
+                    OpKind::Read {
+                        buffer: x,
+                        stream: ambient,
+                    }
+                };
                 self.b.push(kind, sp);
                 self.b.push(OpKind::SyncDevice, sp);
                 Value::Unknown
             }
             (Value::Slice(x), "leak") => {
                 let x = *x;
-                self.b.push(OpKind::Escape { buffer: x, kind: EscapeKind::UnknownCallee }, sp);
+                self.b.push(
+                    OpKind::Escape {
+                        buffer: x,
+                        kind: EscapeKind::UnknownCallee,
+                    },
+                    sp,
+                );
                 Value::Unknown
             }
             (Value::Host(h), "as_slice" | "as_mut_slice" | "as_ptr" | "as_mut_ptr") => {
@@ -147,7 +236,11 @@ impl Lowerer<'_> {
                 if let Some(&e) = self.pinned_events.get(&h) {
                     self.b.push(OpKind::SyncEvent { event: e }, sp);
                 }
-                let kind = if method.contains("mut") { OpKind::HostWrite { buffer: h } } else { OpKind::HostRead { buffer: h } };
+                let kind = if method.contains("mut") {
+                    OpKind::HostWrite { buffer: h }
+                } else {
+                    OpKind::HostRead { buffer: h }
+                };
                 self.b.push(kind, sp);
                 Value::Unknown
             }
@@ -157,8 +250,17 @@ impl Lowerer<'_> {
                 for a in &m.args {
                     self.expr(a);
                 }
-                let write = method.contains("mut") || method.starts_with("fill") || method == "copy_from_slice";
-                self.b.push(if write { OpKind::HostWrite { buffer: h } } else { OpKind::HostRead { buffer: h } }, sp);
+                let write = method.contains("mut")
+                    || method.starts_with("fill")
+                    || method == "copy_from_slice";
+                self.b.push(
+                    if write {
+                        OpKind::HostWrite { buffer: h }
+                    } else {
+                        OpKind::HostRead { buffer: h }
+                    },
+                    sp,
+                );
                 Value::Unknown
             }
             (Value::Builder { stream, args }, "arg") => {
@@ -169,7 +271,14 @@ impl Lowerer<'_> {
                         Value::Slice(b) => args.push((b, write)),
                         Value::Ptr { buffer, write } => {
                             // A raw pointer argument escapes tracking.
-                            self.b.push(OpKind::Raw { buffer, stream, write }, sp);
+                            self.b.push(
+                                OpKind::Raw {
+                                    buffer,
+                                    stream,
+                                    write,
+                                },
+                                sp,
+                            );
                         }
                         _ => {}
                     }
@@ -188,7 +297,11 @@ impl Lowerer<'_> {
                     self.tracked_wait(b, stream, write, sp);
                 }
                 for &(b, write) in &args {
-                    let kind = if write { OpKind::Write { buffer: b, stream } } else { OpKind::Read { buffer: b, stream } };
+                    let kind = if write {
+                        OpKind::Write { buffer: b, stream }
+                    } else {
+                        OpKind::Read { buffer: b, stream }
+                    };
                     self.b.push(kind, sp);
                 }
                 for &(b, write) in &args {
@@ -206,7 +319,13 @@ impl Lowerer<'_> {
         }
     }
 
-    pub(super) fn stream_method(&mut self, s: StreamId, method: &str, args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>, sp: Span) -> Value {
+    pub(super) fn stream_method(
+        &mut self,
+        s: StreamId,
+        method: &str,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>,
+        sp: Span,
+    ) -> Value {
         let first = args.first();
         match method {
             "alloc_zeros" | "alloc" | "alloc_zeros_async" => {
@@ -215,13 +334,31 @@ impl Lowerer<'_> {
             }
             "clone_htod" | "htod_copy" | "htod_sync_copy" | "clone_htod_async" => {
                 if let Some(h) = self.buffer_arg(first) {
-                    self.b.push(OpKind::Read { buffer: h, stream: s }, sp);
+                    self.b.push(
+                        OpKind::Read {
+                            buffer: h,
+                            stream: s,
+                        },
+                        sp,
+                    );
                 }
-                Value::Slice(self.produce("the upload", s, Production::HostToDevice { non_blocking: true }, true, sp))
+                Value::Slice(self.produce(
+                    "the upload",
+                    s,
+                    Production::HostToDevice { non_blocking: true },
+                    true,
+                    sp,
+                ))
             }
             "memcpy_htod" | "htod_copy_into" => {
                 if let Some(h) = self.buffer_arg(first) {
-                    self.b.push(OpKind::Read { buffer: h, stream: s }, sp);
+                    self.b.push(
+                        OpKind::Read {
+                            buffer: h,
+                            stream: s,
+                        },
+                        sp,
+                    );
                 }
                 if let Some(d) = self.buffer_arg(args.iter().nth(1)) {
                     self.upload_into(d, s, sp);
@@ -242,7 +379,13 @@ impl Lowerer<'_> {
                 }
                 match self.buffer_arg(args.iter().nth(1)) {
                     Some(h) if self.b.body().buffer(h).memory == Memory::PinnedHost => {
-                        self.b.push(OpKind::Write { buffer: h, stream: s }, sp);
+                        self.b.push(
+                            OpKind::Write {
+                                buffer: h,
+                                stream: s,
+                            },
+                            sp,
+                        );
                         self.tracked_record(h, s, true, sp);
                     }
                     _ => {
@@ -276,25 +419,49 @@ impl Lowerer<'_> {
                 if let Some(f) = first {
                     self.expr(f);
                 }
-                Value::Builder { stream: s, args: Vec::new() }
+                Value::Builder {
+                    stream: s,
+                    args: Vec::new(),
+                }
             }
             "join" => {
                 if let Some(o) = self.stream_arg(args, 0) {
                     if o != s {
-                        self.b.push(OpKind::WaitStream { waiter: s, waitee: o }, sp);
+                        self.b.push(
+                            OpKind::WaitStream {
+                                waiter: s,
+                                waitee: o,
+                            },
+                            sp,
+                        );
                     }
                 }
                 Value::Unknown
             }
             "wait" | "wait_event" => {
-                for event in first.map(|a| self.expr(a)).map(|v| v.events()).unwrap_or_default() {
+                for event in first
+                    .map(|a| self.expr(a))
+                    .map(|v| v.events())
+                    .unwrap_or_default()
+                {
                     self.b.push(OpKind::WaitEvent { event, stream: s }, sp);
                 }
                 Value::Unknown
             }
             "record_event" => {
-                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: None, internal: false });
-                self.b.push(OpKind::RecordEvent { event: e, stream: s }, sp);
+                let e = self.b.add_event(Event {
+                    name: "the event".into(),
+                    expr: "ev".into(),
+                    created: None,
+                    internal: false,
+                });
+                self.b.push(
+                    OpKind::RecordEvent {
+                        event: e,
+                        stream: s,
+                    },
+                    sp,
+                );
                 Value::Event(e)
             }
             "synchronize" => {
@@ -313,11 +480,20 @@ impl Lowerer<'_> {
 
     pub(super) fn call(&mut self, c: &syn::ExprCall, sp: Span) -> Value {
         let path = match c.func.as_ref() {
-            syn::Expr::Path(p) => p.path.segments.iter().map(|s| s.ident.to_string()).collect::<Vec<_>>(),
+            syn::Expr::Path(p) => p
+                .path
+                .segments
+                .iter()
+                .map(|s| s.ident.to_string())
+                .collect::<Vec<_>>(),
             _ => Vec::new(),
         };
         let last = path.last().map(String::as_str).unwrap_or("");
-        let owner = path.len().checked_sub(2).map(|i| path[i].as_str()).unwrap_or("");
+        let owner = path
+            .len()
+            .checked_sub(2)
+            .map(|i| path[i].as_str())
+            .unwrap_or("");
         match (owner, last) {
             (_, "drop") | ("mem", "forget") => {
                 let dropped: Vec<&syn::Expr> = c
@@ -340,18 +516,37 @@ impl Lowerer<'_> {
             ("CudaContext", "new") => return Value::Context,
             // Wrappers that hand their argument on.
             (_, "Some" | "Ok") | ("Arc" | "Box" | "Rc", "new") => {
-                return c.args.first().map(|a| self.expr(a)).unwrap_or(Value::Unknown);
+                return c
+                    .args
+                    .first()
+                    .map(|a| self.expr(a))
+                    .unwrap_or(Value::Unknown);
             }
-            ("Stream", "new") => return Value::Stream(self.new_stream("a new stream", StreamOrigin::Temporary, sp)),
+            ("Stream", "new") => {
+                return Value::Stream(self.new_stream("a new stream", StreamOrigin::Temporary, sp))
+            }
             ("Event", "new") => {
-                let e = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp), internal: false });
+                let e = self.b.add_event(Event {
+                    name: "the event".into(),
+                    expr: "ev".into(),
+                    created: Some(sp),
+                    internal: false,
+                });
                 self.b.push(OpKind::NewEvent { event: e }, sp);
                 return Value::Event(e);
             }
             ("LockedBuffer", _) => {
-                let h = self.new_buffer("the pinned buffer", Memory::PinnedHost, Owner::Local, false);
+                let h =
+                    self.new_buffer("the pinned buffer", Memory::PinnedHost, Owner::Local, false);
                 let ambient = self.b.ambient();
-                self.b.push(OpKind::Produce { buffer: h, stream: ambient, how: Production::Host }, sp);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer: h,
+                        stream: ambient,
+                        how: Production::Host,
+                    },
+                    sp,
+                );
                 return Value::Host(h);
             }
             ("DeviceBuffer" | "DeviceBox", f) => {
@@ -361,9 +556,17 @@ impl Lowerer<'_> {
                     _ => None,
                 });
                 let ambient = self.b.ambient();
-                let buffer = self.new_buffer("the device buffer", Memory::Device, Owner::Local, false);
+                let buffer =
+                    self.new_buffer("the device buffer", Memory::Device, Owner::Local, false);
                 self.synchronous_free.insert(buffer);
-                self.b.push(OpKind::Produce { buffer, stream: stream.unwrap_or(ambient), how: Production::Allocate }, sp);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer,
+                        stream: stream.unwrap_or(ambient),
+                        how: Production::Allocate,
+                    },
+                    sp,
+                );
                 if !f.ends_with("_async") {
                     // Synchronous allocation and copy.
                     self.b.push(OpKind::SyncDevice, sp);
@@ -391,7 +594,13 @@ impl Lowerer<'_> {
             if !matches!(a, syn::Expr::Reference(_)) {
                 if let Some(n) = Self::local_name(a) {
                     if let Some(Value::Slice(b)) = self.lookup(&n).map(|l| l.value.clone()) {
-                        self.b.push(OpKind::Escape { buffer: b, kind: EscapeKind::UnknownCallee }, sp);
+                        self.b.push(
+                            OpKind::Escape {
+                                buffer: b,
+                                kind: EscapeKind::UnknownCallee,
+                            },
+                            sp,
+                        );
                         self.mark_gone(&n);
                     }
                 }

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use proc_macro2::TokenTree;
 use streamlint_graph::{
-    BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId, Memory, OpKind, Owner, Production,
-    ReleaseCause, Span, Spelling, Stream, StreamId, StreamOrigin,
+    BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId, Memory, OpKind,
+    Owner, Production, ReleaseCause, Span, Stream, StreamId, StreamOrigin,
 };
 use syn::spanned::Spanned;
 
@@ -17,17 +17,13 @@ use crate::model::{type_kind, TypeKind, BORROWED_STREAMS, OWNED_STREAM_FACTORIES
 
 mod calls;
 mod raw;
+mod spelling;
 mod statements;
 mod summary;
 
-pub use summary::Summary;
+use spelling::SPELLING;
 
-const SPELLING: Spelling = Spelling {
-    record_stream: None,
-    wait_stream: "{waiter}.join(&{waitee})?",
-    line_comment: "//",
-    statement_end: Some(";"),
-};
+pub use summary::Summary;
 
 fn span_of(s: proc_macro2::Span) -> Span {
     let r = s.byte_range();
@@ -45,14 +41,28 @@ enum Value {
     Host(BufferId),
     Event(EventId),
     /// A raw device pointer into a buffer.
-    Ptr { buffer: BufferId, write: bool },
+    Ptr {
+        buffer: BufferId,
+        write: bool,
+    },
     /// Something built from raw pointers (a kernel parameter array).
     Ptrs(Vec<(BufferId, bool)>),
     /// `x.device_ptr(&s)`: the pointer and its guard, before the tuple is taken apart.
-    PtrGuard { buffer: BufferId, write: bool, stream: StreamId },
-    Guard { buffer: BufferId, write: bool, stream: StreamId },
+    PtrGuard {
+        buffer: BufferId,
+        write: bool,
+        stream: StreamId,
+    },
+    Guard {
+        buffer: BufferId,
+        write: bool,
+        stream: StreamId,
+    },
     /// `s.launch_builder(&f)` with the arguments pushed so far: (buffer, written).
-    Builder { stream: StreamId, args: Vec<(BufferId, bool)> },
+    Builder {
+        stream: StreamId,
+        args: Vec<(BufferId, bool)>,
+    },
     /// One of several events, by path (`let ev = if c { s.record_event(None)? } else { .. }`).
     Events(Vec<EventId>),
     Unknown,
@@ -130,7 +140,12 @@ pub struct FileContext {
 }
 
 /// Lower one function, and summarize it for its callers.
-pub fn lower_fn(sig: &syn::Signature, block: &syn::Block, whole: proc_macro2::Span, file: &FileContext) -> (Body, Summary) {
+pub fn lower_fn(
+    sig: &syn::Signature,
+    block: &syn::Block,
+    whole: proc_macro2::Span,
+    file: &FileContext,
+) -> (Body, Summary) {
     let ambient = Stream {
         display: "the default stream".into(),
         expr: "stream".into(),
@@ -179,23 +194,42 @@ impl Lowerer<'_> {
     }
 
     fn new_stream(&mut self, name: &str, origin: StreamOrigin, span: Span) -> StreamId {
-        self.b.add_stream(Stream { display: format!("`{name}`"), expr: name.to_string(), origin, span: Some(span) })
+        self.b.add_stream(Stream {
+            display: format!("`{name}`"),
+            expr: name.to_string(),
+            origin,
+            span: Some(span),
+        })
     }
 
     fn named_stream(&mut self, name: &str, origin: StreamOrigin) -> StreamId {
         if let Some(s) = self.named_streams.get(name) {
             return *s;
         }
-        let id = self.b.add_stream(Stream { display: format!("`{name}`"), expr: name.to_string(), origin, span: None });
+        let id = self.b.add_stream(Stream {
+            display: format!("`{name}`"),
+            expr: name.to_string(),
+            origin,
+            span: None,
+        });
         self.named_streams.insert(name.to_string(), id);
         id
     }
 
     fn new_buffer(&mut self, name: &str, memory: Memory, owner: Owner, tracked: bool) -> BufferId {
-        let id = self.b.add_buffer(Buffer { name: name.to_string(), memory, owner });
+        let id = self.b.add_buffer(Buffer {
+            name: name.to_string(),
+            memory,
+            owner,
+        });
         if tracked {
             let ev = |b: &mut BodyBuilder, what: &str| {
-                b.add_event(Event { name: format!("`{name}`'s {what} event"), expr: format!("{name}.{what}"), created: None, internal: true })
+                b.add_event(Event {
+                    name: format!("`{name}`'s {what} event"),
+                    expr: format!("{name}.{what}"),
+                    created: None,
+                    internal: true,
+                })
             };
             let read = ev(&mut self.b, "read");
             let write = ev(&mut self.b, "write");
@@ -217,7 +251,13 @@ impl Lowerer<'_> {
         if let Some(&(read, w)) = self.slice_events.get(&buffer) {
             self.b.push(OpKind::WaitEvent { event: w, stream }, span);
             if write {
-                self.b.push(OpKind::WaitEvent { event: read, stream }, span);
+                self.b.push(
+                    OpKind::WaitEvent {
+                        event: read,
+                        stream,
+                    },
+                    span,
+                );
             }
         }
     }
@@ -227,7 +267,13 @@ impl Lowerer<'_> {
             return;
         }
         if let Some(&(read, w)) = self.slice_events.get(&buffer) {
-            self.b.push(OpKind::RecordEvent { event: if write { w } else { read }, stream }, span);
+            self.b.push(
+                OpKind::RecordEvent {
+                    event: if write { w } else { read },
+                    stream,
+                },
+                span,
+            );
         }
         if let Some(&e) = self.pinned_events.get(&buffer) {
             self.b.push(OpKind::RecordEvent { event: e, stream }, span);
@@ -237,7 +283,11 @@ impl Lowerer<'_> {
     /// A safe device access through cudarc (or an untracked one through cust).
     fn safe_access(&mut self, buffer: BufferId, stream: StreamId, write: bool, span: Span) {
         self.tracked_wait(buffer, stream, write, span);
-        let kind = if write { OpKind::Write { buffer, stream } } else { OpKind::Read { buffer, stream } };
+        let kind = if write {
+            OpKind::Write { buffer, stream }
+        } else {
+            OpKind::Read { buffer, stream }
+        };
         self.b.push(kind, span);
         self.tracked_record(buffer, stream, write, span);
     }
@@ -247,14 +297,35 @@ impl Lowerer<'_> {
         self.tracked_wait(buffer, stream, true, span);
         // Overwriting what earlier work may still read or write.
         self.b.push(OpKind::Write { buffer, stream }, span);
-        self.b.push(OpKind::Produce { buffer, stream, how: Production::HostToDevice { non_blocking: true } }, span);
+        self.b.push(
+            OpKind::Produce {
+                buffer,
+                stream,
+                how: Production::HostToDevice { non_blocking: true },
+            },
+            span,
+        );
         self.tracked_record(buffer, stream, true, span);
     }
 
-    fn produce(&mut self, name: &str, stream: StreamId, how: Production, records: bool, span: Span) -> BufferId {
+    fn produce(
+        &mut self,
+        name: &str,
+        stream: StreamId,
+        how: Production,
+        records: bool,
+        span: Span,
+    ) -> BufferId {
         let tracked = self.tracking_enabled;
         let buffer = self.new_buffer(name, Memory::Device, Owner::Local, tracked);
-        self.b.push(OpKind::Produce { buffer, stream, how }, span);
+        self.b.push(
+            OpKind::Produce {
+                buffer,
+                stream,
+                how,
+            },
+            span,
+        );
         if records {
             self.tracked_record(buffer, stream, true, span);
         }
@@ -264,21 +335,35 @@ impl Lowerer<'_> {
     // ----- locals and scopes ------------------------------------------------------------------
 
     fn bind(&mut self, name: &str, value: Value) {
-        self.scopes.last_mut().expect("a scope").push(Local { name: name.to_string(), value, gone: false });
+        self.scopes.last_mut().expect("a scope").push(Local {
+            name: name.to_string(),
+            value,
+            gone: false,
+        });
     }
 
     fn lookup(&self, name: &str) -> Option<&Local> {
-        self.scopes.iter().rev().flat_map(|s| s.iter().rev()).find(|l| l.name == name && !l.gone)
+        self.scopes
+            .iter()
+            .rev()
+            .flat_map(|s| s.iter().rev())
+            .find(|l| l.name == name && !l.gone)
     }
 
     fn lookup_mut(&mut self, name: &str) -> Option<&mut Local> {
-        self.scopes.iter_mut().rev().flat_map(|s| s.iter_mut().rev()).find(|l| l.name == name && !l.gone)
+        self.scopes
+            .iter_mut()
+            .rev()
+            .flat_map(|s| s.iter_mut().rev())
+            .find(|l| l.name == name && !l.gone)
     }
 
     /// The local an expression names (`x`, `&x`, `&mut x`, `x.clone()` is not one).
     fn local_name(expr: &syn::Expr) -> Option<String> {
         match expr {
-            syn::Expr::Path(p) if p.path.segments.len() == 1 => Some(p.path.segments[0].ident.to_string()),
+            syn::Expr::Path(p) if p.path.segments.len() == 1 => {
+                Some(p.path.segments[0].ident.to_string())
+            }
             syn::Expr::Reference(r) => Self::local_name(&r.expr),
             syn::Expr::Unary(u) if matches!(u.op, syn::UnOp::Deref(_)) => Self::local_name(&u.expr),
             syn::Expr::Paren(p) => Self::local_name(&p.expr),
@@ -298,7 +383,9 @@ impl Lowerer<'_> {
     /// `self.name` as the name its binding has (`"self.name"`).
     fn field_of_self(f: &syn::ExprField) -> Option<String> {
         match (f.base.as_ref(), &f.member) {
-            (syn::Expr::Path(p), syn::Member::Named(field)) if p.path.is_ident("self") => Some(format!("self.{field}")),
+            (syn::Expr::Path(p), syn::Member::Named(field)) if p.path.is_ident("self") => {
+                Some(format!("self.{field}"))
+            }
             _ => None,
         }
     }
@@ -313,7 +400,9 @@ impl Lowerer<'_> {
     /// The value leaves the scope (returned, the block's value): the locals holding its buffer
     /// no longer drop it. Returns where they are.
     fn move_out(&mut self, value: &Value) -> Vec<(usize, usize)> {
-        let (Value::Slice(b) | Value::Host(b)) = *value else { return Vec::new() };
+        let (Value::Slice(b) | Value::Host(b)) = *value else {
+            return Vec::new();
+        };
         let mut moved = Vec::new();
         for (scope, locals) in self.scopes.iter_mut().enumerate() {
             for (i, l) in locals.iter_mut().enumerate() {
@@ -337,8 +426,20 @@ impl Lowerer<'_> {
                 if let Some(&(read, write)) = self.slice_events.get(&buffer) {
                     if self.tracking_active() {
                         if let Some(alloc) = self.alloc_stream(buffer) {
-                            self.b.push(OpKind::WaitEvent { event: read, stream: alloc }, span);
-                            self.b.push(OpKind::WaitEvent { event: write, stream: alloc }, span);
+                            self.b.push(
+                                OpKind::WaitEvent {
+                                    event: read,
+                                    stream: alloc,
+                                },
+                                span,
+                            );
+                            self.b.push(
+                                OpKind::WaitEvent {
+                                    event: write,
+                                    stream: alloc,
+                                },
+                                span,
+                            );
                         }
                     }
                 }
@@ -348,18 +449,36 @@ impl Lowerer<'_> {
                 if self.synchronous_free.contains(&buffer) {
                     self.b.push(OpKind::SyncDevice, span);
                 }
-                let cause = if implicit { ReleaseCause::ScopeDrop } else { ReleaseCause::Drop };
+                let cause = if implicit {
+                    ReleaseCause::ScopeDrop
+                } else {
+                    ReleaseCause::Drop
+                };
                 self.b.push(OpKind::Release { buffer, cause }, span);
             }
             Value::Stream(s) => {
                 if let Some(pos) = self.owned_alive.iter().position(|o| *o == s) {
                     self.owned_alive.remove(pos);
-                    if self.owned_alive.is_empty() && !self.owned_elsewhere && self.tracking_enabled && (!self.exiting || self.caller_sees_buffers()) {
-                        self.b.push(OpKind::EndStream { stream: s, at_scope_end: implicit }, span);
+                    if self.owned_alive.is_empty()
+                        && !self.owned_elsewhere
+                        && self.tracking_enabled
+                        && (!self.exiting || self.caller_sees_buffers())
+                    {
+                        self.b.push(
+                            OpKind::EndStream {
+                                stream: s,
+                                at_scope_end: implicit,
+                            },
+                            span,
+                        );
                     }
                 }
             }
-            Value::Guard { buffer, write, stream } => self.release_guard(buffer, stream, write, span),
+            Value::Guard {
+                buffer,
+                write,
+                stream,
+            } => self.release_guard(buffer, stream, write, span),
             _ => {}
         }
     }
@@ -372,7 +491,9 @@ impl Lowerer<'_> {
     /// The stream a buffer was produced on, from its `Produce` op.
     fn alloc_stream(&self, buffer: BufferId) -> Option<StreamId> {
         self.b.body().ops.iter().find_map(|op| match op.kind {
-            OpKind::Produce { buffer: b, stream, .. } if b == buffer => Some(stream),
+            OpKind::Produce {
+                buffer: b, stream, ..
+            } if b == buffer => Some(stream),
             _ => None,
         })
     }
@@ -382,7 +503,11 @@ impl Lowerer<'_> {
     fn drop_temporary_streams(&mut self, before: usize, span: Span) {
         let made: Vec<StreamId> = self.owned_alive.iter().skip(before).copied().collect();
         for s in made {
-            let bound = self.scopes.iter().flatten().any(|l| !l.gone && matches!(l.value, Value::Stream(b) if b == s));
+            let bound = self
+                .scopes
+                .iter()
+                .flatten()
+                .any(|l| !l.gone && matches!(l.value, Value::Stream(b) if b == s));
             if !bound {
                 self.drop_value(&Value::Stream(s), span, true);
             }
@@ -401,12 +526,27 @@ impl Lowerer<'_> {
     fn caller_sees_buffers(&self) -> bool {
         let body = self.b.body();
         body.buffers.iter().any(|b| b.owner != Owner::Local)
-            || body.ops.iter().any(|op| matches!(op.kind, OpKind::Escape { kind: EscapeKind::Caller, .. }))
+            || body.ops.iter().any(|op| {
+                matches!(
+                    op.kind,
+                    OpKind::Escape {
+                        kind: EscapeKind::Caller,
+                        ..
+                    }
+                )
+            })
     }
 
     /// Drops of every live local, for leaving the function early (without popping the scopes).
     fn drop_scope_all(&mut self) {
-        let values: Vec<Value> = self.scopes.iter().rev().flat_map(|s| s.iter().rev()).filter(|l| !l.gone).map(|l| l.value.clone()).collect();
+        let values: Vec<Value> = self
+            .scopes
+            .iter()
+            .rev()
+            .flat_map(|s| s.iter().rev())
+            .filter(|l| !l.gone)
+            .map(|l| l.value.clone())
+            .collect();
         let span = self.b.body().span;
         let end = Span::new(span.end.saturating_sub(1), span.end);
         let was = std::mem::replace(&mut self.exiting, true);
@@ -421,7 +561,13 @@ impl Lowerer<'_> {
             // The caller's uses of a tracked slice wait for its last write, as any use does.
             let ambient = self.b.ambient();
             self.tracked_wait(buffer, ambient, false, span);
-            self.b.push(OpKind::Escape { buffer, kind: EscapeKind::Caller }, span);
+            self.b.push(
+                OpKind::Escape {
+                    buffer,
+                    kind: EscapeKind::Caller,
+                },
+                span,
+            );
         }
     }
 
@@ -439,7 +585,13 @@ impl Lowerer<'_> {
             };
             let name = id.ident.to_string();
             let value = match type_kind(&pt.ty) {
-                Some(kind) => self.entry_value(&name, kind, StreamOrigin::Parameter, Owner::Caller, span_of(pt.span())),
+                Some(kind) => self.entry_value(
+                    &name,
+                    kind,
+                    StreamOrigin::Parameter,
+                    Owner::Caller,
+                    span_of(pt.span()),
+                ),
                 None => Value::Unknown,
             };
             self.params.push(value.clone());
@@ -455,13 +607,21 @@ impl Lowerer<'_> {
         let sp = span_of(sig.span());
         for (field, kind) in fields {
             let name = format!("self.{field}");
-            let value = self.entry_value(&name, *kind, StreamOrigin::Attribute, Owner::Attribute, sp);
+            let value =
+                self.entry_value(&name, *kind, StreamOrigin::Attribute, Owner::Attribute, sp);
             self.bind(&name, value);
         }
     }
 
     /// The value of something that exists when the function is entered: a parameter or a field.
-    fn entry_value(&mut self, name: &str, kind: TypeKind, origin: StreamOrigin, owner: Owner, sp: Span) -> Value {
+    fn entry_value(
+        &mut self,
+        name: &str,
+        kind: TypeKind,
+        origin: StreamOrigin,
+        owner: Owner,
+        sp: Span,
+    ) -> Value {
         match kind {
             TypeKind::Context => Value::Context,
             TypeKind::Stream => {
@@ -473,10 +633,29 @@ impl Lowerer<'_> {
                 // under tracking); no stream work of this function made it.
                 let buffer = self.new_buffer(name, Memory::Device, owner, true);
                 let ambient = self.b.ambient();
-                self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer,
+                        stream: ambient,
+                        how: Production::Host,
+                    },
+                    sp,
+                );
                 if let Some(&(read, write)) = self.slice_events.get(&buffer) {
-                    self.b.push(OpKind::RecordEvent { event: read, stream: ambient }, sp);
-                    self.b.push(OpKind::RecordEvent { event: write, stream: ambient }, sp);
+                    self.b.push(
+                        OpKind::RecordEvent {
+                            event: read,
+                            stream: ambient,
+                        },
+                        sp,
+                    );
+                    self.b.push(
+                        OpKind::RecordEvent {
+                            event: write,
+                            stream: ambient,
+                        },
+                        sp,
+                    );
                 }
                 Value::Slice(buffer)
             }
@@ -484,16 +663,35 @@ impl Lowerer<'_> {
                 let buffer = self.new_buffer(name, Memory::Device, owner, false);
                 self.synchronous_free.insert(buffer);
                 let ambient = self.b.ambient();
-                self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer,
+                        stream: ambient,
+                        how: Production::Host,
+                    },
+                    sp,
+                );
                 Value::Slice(buffer)
             }
             TypeKind::PinnedHost => {
                 let buffer = self.new_buffer(name, Memory::PinnedHost, owner, false);
                 let ambient = self.b.ambient();
-                self.b.push(OpKind::Produce { buffer, stream: ambient, how: Production::Host }, sp);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer,
+                        stream: ambient,
+                        how: Production::Host,
+                    },
+                    sp,
+                );
                 Value::Host(buffer)
             }
-            TypeKind::Event => Value::Event(self.b.add_event(Event { name: format!("`{name}`"), expr: name.to_string(), created: None, internal: false })),
+            TypeKind::Event => Value::Event(self.b.add_event(Event {
+                name: format!("`{name}`"),
+                expr: name.to_string(),
+                created: None,
+                internal: false,
+            })),
         }
     }
 }

@@ -5,17 +5,40 @@ use super::*;
 impl Lowerer<'_> {
     /// A driver call given a stream's raw handle (`result::malloc_async(s.cu_stream(), n)`,
     /// `result::launch_kernel(.., s.cu_stream(), &mut params)`): raw work on that stream.
-    pub(super) fn raw_call(&mut self, function: &str, stream: StreamId, args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>, sp: Span) -> Value {
+    pub(super) fn raw_call(
+        &mut self,
+        function: &str,
+        stream: StreamId,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>,
+        sp: Span,
+    ) -> Value {
         match function {
             // Stream-ordered memory nothing tracks; a kernel given it may write it.
             "malloc_async" | "mem_alloc_async" => {
-                let buffer = self.new_buffer("the raw allocation", Memory::Device, Owner::Local, false);
-                self.b.push(OpKind::Produce { buffer, stream, how: Production::Allocate }, sp);
-                Value::Ptr { buffer, write: true }
+                let buffer =
+                    self.new_buffer("the raw allocation", Memory::Device, Owner::Local, false);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer,
+                        stream,
+                        how: Production::Allocate,
+                    },
+                    sp,
+                );
+                Value::Ptr {
+                    buffer,
+                    write: true,
+                }
             }
             "free_async" | "mem_free_async" => {
                 for (buffer, _) in self.pointers_in(args) {
-                    self.b.push(OpKind::Release { buffer, cause: ReleaseCause::FreeOn(stream) }, sp);
+                    self.b.push(
+                        OpKind::Release {
+                            buffer,
+                            cause: ReleaseCause::FreeOn(stream),
+                        },
+                        sp,
+                    );
                 }
                 Value::Unknown
             }
@@ -23,7 +46,14 @@ impl Lowerer<'_> {
                 // A device-to-host copy only reads its device pointer.
                 let reads_only = function.contains("dtoh");
                 for (buffer, write) in self.pointers_in(args) {
-                    self.b.push(OpKind::Raw { buffer, stream, write: write && !reads_only }, sp);
+                    self.b.push(
+                        OpKind::Raw {
+                            buffer,
+                            stream,
+                            write: write && !reads_only,
+                        },
+                        sp,
+                    );
                 }
                 Value::Unknown
             }
@@ -31,7 +61,10 @@ impl Lowerer<'_> {
     }
 
     /// Raw pointers named anywhere in the arguments: (buffer, written).
-    pub(super) fn pointers_in(&self, args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>) -> Vec<(BufferId, bool)> {
+    pub(super) fn pointers_in(
+        &self,
+        args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>,
+    ) -> Vec<(BufferId, bool)> {
         let mut out = Vec::new();
         for a in args {
             let tokens = quote::quote!(#a);
@@ -40,7 +73,11 @@ impl Lowerer<'_> {
         out
     }
 
-    pub(super) fn pointers_in_tokens(&self, tokens: proc_macro2::TokenStream, out: &mut Vec<(BufferId, bool)>) {
+    pub(super) fn pointers_in_tokens(
+        &self,
+        tokens: proc_macro2::TokenStream,
+        out: &mut Vec<(BufferId, bool)>,
+    ) {
         for t in tokens {
             match t {
                 TokenTree::Ident(id) => {
@@ -64,7 +101,12 @@ impl Lowerer<'_> {
     /// `launch!(module.kernel<<<grid, block, shmem, stream>>>(buf.as_device_ptr(), ..))` (cust):
     /// raw work on `stream` through every buffer whose pointer it passes.
     pub(super) fn macro_call(&mut self, mac: &syn::Macro) {
-        let name = mac.path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        let name = mac
+            .path
+            .segments
+            .last()
+            .map(|s| s.ident.to_string())
+            .unwrap_or_default();
         if name != "launch" {
             return;
         }
@@ -78,7 +120,10 @@ impl Lowerer<'_> {
                 let name = id.to_string();
                 match self.lookup(&name).map(|l| l.value.clone()) {
                     Some(Value::Stream(s)) => {
-                        let closes = tokens[i + 1..].iter().take(3).all(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == '>'));
+                        let closes = tokens[i + 1..]
+                            .iter()
+                            .take(3)
+                            .all(|t| matches!(t, TokenTree::Punct(p) if p.as_char() == '>'));
                         if closes {
                             stream = Some(s);
                         }
@@ -90,7 +135,9 @@ impl Lowerer<'_> {
             if let TokenTree::Group(g) = t {
                 for inner in g.stream() {
                     if let TokenTree::Ident(id) = inner {
-                        if let Some(Value::Slice(b)) = self.lookup(&id.to_string()).map(|l| l.value.clone()) {
+                        if let Some(Value::Slice(b)) =
+                            self.lookup(&id.to_string()).map(|l| l.value.clone())
+                        {
                             buffers.push(b);
                         }
                     }
@@ -99,7 +146,14 @@ impl Lowerer<'_> {
         }
         let Some(stream) = stream else { return };
         for b in buffers {
-            self.b.push(OpKind::Raw { buffer: b, stream, write: true }, sp);
+            self.b.push(
+                OpKind::Raw {
+                    buffer: b,
+                    stream,
+                    write: true,
+                },
+                sp,
+            );
         }
     }
 }

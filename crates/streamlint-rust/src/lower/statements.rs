@@ -3,7 +3,6 @@
 use super::*;
 
 impl Lowerer<'_> {
-
     /// Lower a block in its own scope; its value is its tail expression's.
     pub(super) fn block_value(&mut self, block: &syn::Block) -> Value {
         self.scopes.push(Vec::new());
@@ -38,11 +37,16 @@ impl Lowerer<'_> {
     pub(super) fn local(&mut self, local: &syn::Local) {
         let sp = span_of(local.span());
         // `let (a, b) = (x, y);` binds element by element.
-        if let (syn::Pat::Tuple(pats), Some(syn::Expr::Tuple(exprs))) = (&local.pat, local.init.as_ref().map(|i| i.expr.as_ref())) {
+        if let (syn::Pat::Tuple(pats), Some(syn::Expr::Tuple(exprs))) =
+            (&local.pat, local.init.as_ref().map(|i| i.expr.as_ref()))
+        {
             if pats.elems.len() == exprs.elems.len() {
                 for (pat, expr) in pats.elems.iter().zip(&exprs.elems) {
                     let value = self.expr(expr);
-                    if let (false, Some(src)) = (matches!(expr, syn::Expr::Reference(_)), Self::local_name(expr)) {
+                    if let (false, Some(src)) = (
+                        matches!(expr, syn::Expr::Reference(_)),
+                        Self::local_name(expr),
+                    ) {
                         self.mark_gone(&src);
                     }
                     self.bind_pattern(pat, value, sp);
@@ -50,10 +54,16 @@ impl Lowerer<'_> {
                 return;
             }
         }
-        let init = local.init.as_ref().map(|i| (self.expr(&i.expr), Self::local_name(&i.expr)));
+        let init = local
+            .init
+            .as_ref()
+            .map(|i| (self.expr(&i.expr), Self::local_name(&i.expr)));
         if let Some((_, Some(src))) = &init {
             // `let y = x;` moves `x`.
-            if !matches!(local.init.as_ref().map(|i| i.expr.as_ref()), Some(syn::Expr::Reference(_))) {
+            if !matches!(
+                local.init.as_ref().map(|i| i.expr.as_ref()),
+                Some(syn::Expr::Reference(_))
+            ) {
                 self.mark_gone(src);
             }
         }
@@ -82,7 +92,8 @@ impl Lowerer<'_> {
                             sm.origin = StreamOrigin::Created;
                             sm.display = format!("`{name}`");
                             sm.expr = name.clone();
-                        } else if stream.origin == StreamOrigin::Ambient && stream.expr == "stream" {
+                        } else if stream.origin == StreamOrigin::Ambient && stream.expr == "stream"
+                        {
                             // `let main = ctx.default_stream();`: fixes name it as the code does.
                             let sm = self.b_stream_mut(s);
                             sm.expr = name.clone();
@@ -107,7 +118,14 @@ impl Lowerer<'_> {
                     (Value::Unknown, Some(TypeKind::PinnedHost)) => {
                         let b = self.new_buffer("host", Memory::PinnedHost, Owner::Local, false);
                         let ambient = self.b.ambient();
-                        self.b.push(OpKind::Produce { buffer: b, stream: ambient, how: Production::Host }, sp);
+                        self.b.push(
+                            OpKind::Produce {
+                                buffer: b,
+                                stream: ambient,
+                                how: Production::Host,
+                            },
+                            sp,
+                        );
                         Value::Host(b)
                     }
                     _ => value,
@@ -115,13 +133,24 @@ impl Lowerer<'_> {
                 self.bind_pattern(&pt.pat, value, sp);
             }
             syn::Pat::Tuple(t) => match value {
-                Value::PtrGuard { buffer, write, stream } => {
+                Value::PtrGuard {
+                    buffer,
+                    write,
+                    stream,
+                } => {
                     let mut elems = t.elems.iter();
                     if let Some(p) = elems.next() {
                         self.bind_pattern(p, Value::Ptr { buffer, write }, sp);
                     }
                     match elems.next() {
-                        Some(syn::Pat::Ident(g)) => self.bind(&g.ident.to_string(), Value::Guard { buffer, write, stream }),
+                        Some(syn::Pat::Ident(g)) => self.bind(
+                            &g.ident.to_string(),
+                            Value::Guard {
+                                buffer,
+                                write,
+                                stream,
+                            },
+                        ),
                         // `_` does not bind: the guard is dropped at once.
                         _ => self.release_guard(buffer, stream, write, sp),
                     }
@@ -147,7 +176,10 @@ impl Lowerer<'_> {
         let sp = span_of(e.span());
         match e {
             E::Path(p) => match p.path.get_ident() {
-                Some(id) => self.lookup(&id.to_string()).map(|l| l.value.clone()).unwrap_or(Value::Unknown),
+                Some(id) => self
+                    .lookup(&id.to_string())
+                    .map(|l| l.value.clone())
+                    .unwrap_or(Value::Unknown),
                 None => Value::Unknown,
             },
             E::Reference(r) => self.expr(&r.expr),
@@ -163,13 +195,23 @@ impl Lowerer<'_> {
             E::Call(c) => self.call(c, sp),
             E::Field(f) => {
                 if let Some(name) = Self::field_of_self(f) {
-                    return self.lookup(&name).map(|l| l.value.clone()).unwrap_or(Value::Unknown);
+                    return self
+                        .lookup(&name)
+                        .map(|l| l.value.clone())
+                        .unwrap_or(Value::Unknown);
                 }
                 let base = self.expr(&f.base);
                 match (base, &f.member) {
                     // `x.device_ptr(&s).0`: the guard is a temporary, dropped at the end of the
                     // statement, before the pointer is used.
-                    (Value::PtrGuard { buffer, write, stream }, syn::Member::Unnamed(i)) if i.index == 0 => {
+                    (
+                        Value::PtrGuard {
+                            buffer,
+                            write,
+                            stream,
+                        },
+                        syn::Member::Unnamed(i),
+                    ) if i.index == 0 => {
                         self.release_guard(buffer, stream, write, sp);
                         Value::Ptr { buffer, write }
                     }
@@ -280,7 +322,11 @@ impl Lowerer<'_> {
             }
             E::Break(_) | E::Continue(_) => {
                 if let Some(&(head, after)) = self.loops.last() {
-                    let to = if matches!(e, E::Break(_)) { after } else { head };
+                    let to = if matches!(e, E::Break(_)) {
+                        after
+                    } else {
+                        head
+                    };
                     let from = self.b.current();
                     self.b.edge(from, to);
                     let dead = self.b.new_block();

@@ -18,28 +18,51 @@ pub struct Summary {
 
 impl Summary {
     pub fn is_empty(&self) -> bool {
-        self.accesses.is_empty() && self.returns_on.is_none() && self.returns_event_on.is_none() && self.event_uses.is_empty()
+        self.accesses.is_empty()
+            && self.returns_on.is_none()
+            && self.returns_event_on.is_none()
+            && self.event_uses.is_empty()
     }
 }
 
 impl Lowerer<'_> {
     /// What callers need to know of this body: see [`Summary`].
     pub(super) fn summary(&self, returned: &Value) -> Summary {
-        let slice_param = |b: BufferId| self.params.iter().position(|p| matches!(p, Value::Slice(x) if *x == b));
-        let stream_param = |s: StreamId| self.params.iter().position(|p| matches!(p, Value::Stream(x) if *x == s));
-        let event_param = |e: EventId| self.params.iter().position(|p| matches!(p, Value::Event(x) if *x == e));
+        let slice_param = |b: BufferId| {
+            self.params
+                .iter()
+                .position(|p| matches!(p, Value::Slice(x) if *x == b))
+        };
+        let stream_param = |s: StreamId| {
+            self.params
+                .iter()
+                .position(|p| matches!(p, Value::Stream(x) if *x == s))
+        };
+        let event_param = |e: EventId| {
+            self.params
+                .iter()
+                .position(|p| matches!(p, Value::Event(x) if *x == e))
+        };
         let mut accesses = Vec::new();
         let mut event_uses = Vec::new();
         for op in &self.b.body().ops {
-            if let OpKind::WaitEvent { event, stream } | OpKind::RecordEvent { event, stream } = op.kind {
+            if let OpKind::WaitEvent { event, stream } | OpKind::RecordEvent { event, stream } =
+                op.kind
+            {
                 if let (Some(e), Some(s)) = (event_param(event), stream_param(stream)) {
                     event_uses.push((e, s, matches!(op.kind, OpKind::RecordEvent { .. })));
                 }
             }
             let (buffer, stream, write) = match op.kind {
                 OpKind::Read { buffer, stream } => (buffer, stream, false),
-                OpKind::Write { buffer, stream } | OpKind::Produce { buffer, stream, .. } => (buffer, stream, true),
-                OpKind::Raw { buffer, stream, write } => (buffer, stream, write),
+                OpKind::Write { buffer, stream } | OpKind::Produce { buffer, stream, .. } => {
+                    (buffer, stream, true)
+                }
+                OpKind::Raw {
+                    buffer,
+                    stream,
+                    write,
+                } => (buffer, stream, write),
                 _ => continue,
             };
             if let (Some(b), Some(s)) = (slice_param(buffer), stream_param(stream)) {
@@ -49,7 +72,9 @@ impl Lowerer<'_> {
             }
         }
         let returns_on = match *returned {
-            Value::Slice(b) if self.b.body().buffer(b).owner == Owner::Local => self.alloc_stream(b).and_then(stream_param),
+            Value::Slice(b) if self.b.body().buffer(b).owner == Owner::Local => {
+                self.alloc_stream(b).and_then(stream_param)
+            }
             _ => None,
         };
         let returns_event_on = match *returned {
@@ -59,7 +84,12 @@ impl Lowerer<'_> {
             }),
             _ => None,
         };
-        Summary { accesses, returns_on, returns_event_on, event_uses }
+        Summary {
+            accesses,
+            returns_on,
+            returns_event_on,
+            event_uses,
+        }
     }
 
     /// A call to a summarized function of the file: its accesses are safe cudarc work on the
@@ -75,14 +105,25 @@ impl Lowerer<'_> {
             }
         }
         for &(event, stream, record) in &summary.event_uses {
-            let (Some(v), Some(s)) = (args.get(event), stream_at(stream)) else { continue };
+            let (Some(v), Some(s)) = (args.get(event), stream_at(stream)) else {
+                continue;
+            };
             for event in v.events() {
-                let kind = if record { OpKind::RecordEvent { event, stream: s } } else { OpKind::WaitEvent { event, stream: s } };
+                let kind = if record {
+                    OpKind::RecordEvent { event, stream: s }
+                } else {
+                    OpKind::WaitEvent { event, stream: s }
+                };
                 self.b.push(kind, sp);
             }
         }
         if let Some(s) = summary.returns_event_on.and_then(stream_at) {
-            let event = self.b.add_event(Event { name: "the event".into(), expr: "ev".into(), created: Some(sp), internal: false });
+            let event = self.b.add_event(Event {
+                name: "the event".into(),
+                expr: "ev".into(),
+                created: Some(sp),
+                internal: false,
+            });
             self.b.push(OpKind::NewEvent { event }, sp);
             self.b.push(OpKind::RecordEvent { event, stream: s }, sp);
             return Value::Event(event);
