@@ -174,3 +174,21 @@ fn reported_unparsable(source: &str) -> bool {
     .iter()
     .any(|f| f.code == "SL900")
 }
+
+/// SL010 is an error where another stream can observe the early event, a note with one stream.
+#[test]
+fn guard_dropped_early_is_a_note_with_one_stream() {
+    let severity = |name: &str| {
+        let path = repo_root().join("fixtures/rust/SL010").join(name);
+        let source = std::fs::read_to_string(&path).expect("fixture is readable UTF-8");
+        let findings = check_source(&path, &source, &Settings::default());
+        assert_eq!(findings.len(), 1, "{name}: {findings:?}");
+        findings[0].severity
+    };
+    use streamlint_rules::Severity;
+    assert_eq!(severity("bad_single_stream_dot0_note.rs"), Severity::Info);
+    assert_eq!(
+        severity("bad_dot0_mut_split_vec_element.rs"),
+        Severity::Error
+    );
+}

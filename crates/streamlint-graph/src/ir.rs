@@ -237,6 +237,24 @@ pub enum OpKind {
     ScopeEnd,
 }
 
+impl OpKind {
+    /// The stream this op queues device work on, if it does (a value that existed on entry,
+    /// or host-made memory, took no work here).
+    pub fn work_stream(&self) -> Option<StreamId> {
+        match *self {
+            OpKind::Produce { stream, how, .. }
+                if !matches!(how, Production::Host | Production::Entry) =>
+            {
+                Some(stream)
+            }
+            OpKind::Read { stream, .. }
+            | OpKind::Write { stream, .. }
+            | OpKind::Raw { stream, .. } => Some(stream),
+            _ => None,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct Op {
     pub kind: OpKind,
@@ -288,6 +306,22 @@ pub struct Body {
 }
 
 impl Body {
+    /// How many streams the body uses: every stream its code names, and the ambient one where
+    /// device work runs on it (values that existed on entry were the caller's work).
+    pub fn streams_in_use(&self) -> usize {
+        let ambient_works = self.ops.iter().any(|op| match op.kind {
+            OpKind::GuardTaken { stream, .. } => stream == self.ambient,
+            ref kind => kind.work_stream() == Some(self.ambient),
+        });
+        let named = self
+            .streams
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != self.ambient.index())
+            .count();
+        named + usize::from(ambient_works)
+    }
+
     pub fn stream(&self, id: StreamId) -> &Stream {
         &self.streams[id.index()]
     }

@@ -21,7 +21,7 @@ impl Rule for SyncGuardDroppedEarly {
         };
         let name = cx.buffer_name(buffer).to_string();
         // With one stream, stream order covers the work anyway: a note, not an error.
-        let several_streams = cx.body.streams.len() > 1;
+        let several_streams = cx.body.streams_in_use() > 1;
         let severity = if several_streams {
             Severity::Error
         } else {
@@ -33,8 +33,13 @@ impl Rule for SyncGuardDroppedEarly {
             code: "SL010",
             severity,
             message: format!(
-                "the synchronization guard of `{name}` is dropped here, before the raw work that uses its pointer: the event it records on {} marks a point before that work, so later users of `{name}` are not ordered after it",
-                cx.stream_name(stream)
+                "the synchronization guard of `{name}` is dropped here, before the raw work that uses its pointer: the event it records on {} marks a point before that work, so later users of `{name}` {}",
+                cx.stream_name(stream),
+                if several_streams {
+                    "are not ordered after it"
+                } else {
+                    "on another stream would not be ordered after it (this function uses one stream, so stream order covers it here)"
+                }
             ),
             span,
             labels: vec![

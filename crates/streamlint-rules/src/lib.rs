@@ -139,6 +139,13 @@ impl<'b> Context<'b> {
     /// iteration's record: unless SL006 reported the wait itself, it explains nothing about
     /// this iteration's work, and the unordered use is the finding.
     fn noop_wait_explains(&self, state: &State, consumer: StreamId) -> bool {
+        let reported_stale = |wait: OpId| {
+            self.reported
+                .contains(&("SL006", Subject::Span(self.body.op(wait).span)))
+        };
+        if state.last_wait(consumer).is_some_and(reported_stale) {
+            return true;
+        }
         let Some(wait) = state.noop_wait(consumer) else {
             return false;
         };
@@ -150,7 +157,7 @@ impl<'b> Context<'b> {
                         .event(event)
                         .is_some_and(|e| e.recorded != Recorded::Never) =>
             {
-                self.reported.contains(&("SL006", Subject::Span(op.span)))
+                reported_stale(wait)
             }
             _ => true,
         }

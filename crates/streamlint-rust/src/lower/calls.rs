@@ -55,7 +55,17 @@ impl Lowerer<'_> {
             (Value::Context | Value::Unknown, f)
                 if BORROWED_STREAMS.contains(&f) && m.args.is_empty() =>
             {
-                Value::Stream(self.named_stream("the per-thread stream", StreamOrigin::Unknown))
+                // One stream however it is reached (candle: the device's, each slice's): code
+                // that borrows streams this way runs everything on the one it was given.
+                let key = "borrowed stream";
+                let s = self.named_stream(key, StreamOrigin::Unknown);
+                if self.b.body().stream(s).expr == key {
+                    let spelled = spelling::print_expr(&syn::Expr::MethodCall(m.clone()));
+                    let stream = self.b.stream_mut(s);
+                    stream.display = format!("`{spelled}`");
+                    stream.expr = spelled;
+                }
+                Value::Stream(s)
             }
             (Value::Context | Value::Unknown, "alloc_pinned" | "alloc_pinned_with_flags") => {
                 let tracked = self.tracking_enabled;
@@ -122,26 +132,10 @@ impl Lowerer<'_> {
                 self.b.push(OpKind::SyncDevice, sp);
                 Value::Unknown
             }
-            (Value::Slice(x), "device_ptr" | "device_ptr_mut" | "view_ptr" | "view_ptr_mut") => {
-                let x = *x;
-                let write = method.ends_with("_mut");
-                let Some(s) = self.stream_arg(&m.args, 0) else {
-                    return Value::Unknown;
-                };
-                self.tracked_wait(x, s, write, sp);
-                self.b.push(
-                    OpKind::GuardTaken {
-                        buffer: x,
-                        stream: s,
-                    },
-                    sp,
-                );
-                Value::PtrGuard {
-                    buffer: x,
-                    write,
-                    stream: s,
-                }
-            }
+            (
+                Value::Slice(_) | Value::Unknown,
+                "device_ptr" | "device_ptr_mut" | "view_ptr" | "view_ptr_mut",
+            ) => self.pointer_of(recv, &method, m, sp),
             (
                 Value::Slice(x),
                 "slice" | "slice_mut" | "as_view" | "as_view_mut" | "try_slice" | "try_slice_mut",
@@ -607,5 +601,51 @@ impl Lowerer<'_> {
             }
         }
         Value::Unknown
+    }
+
+    /// `x.device_ptr(&s)` / `x.device_ptr_mut(&s)`: tracked waits for the stream, then the raw
+    /// pointer and the guard that records the stream's later work when it drops.
+    fn pointer_of(
+        &mut self,
+        recv: Value,
+        method: &str,
+        m: &syn::ExprMethodCall,
+        sp: Span,
+    ) -> Value {
+        let Some(s) = self.stream_arg(&m.args, 0) else {
+            return Value::Unknown;
+        };
+        let x = match recv {
+            Value::Slice(x) => x,
+            // An element of a collection or a split half has no name the lowering follows, but
+            // taking its pointer for a stream says it is cudarc device memory made earlier.
+            Value::Unknown if method.starts_with("device_ptr") => {
+                let kind = if self.tracking_enabled {
+                    TypeKind::TrackedSlice
+                } else {
+                    TypeKind::UntrackedBuffer
+                };
+                let name = spelling::print_expr(&m.receiver);
+                match self.entry_value(&name, kind, StreamOrigin::Attribute, Owner::Attribute, sp) {
+                    Value::Slice(x) => x,
+                    _ => return Value::Unknown,
+                }
+            }
+            _ => return Value::Unknown,
+        };
+        let write = method.ends_with("_mut");
+        self.tracked_wait(x, s, write, sp);
+        self.b.push(
+            OpKind::GuardTaken {
+                buffer: x,
+                stream: s,
+            },
+            sp,
+        );
+        Value::PtrGuard {
+            buffer: x,
+            write,
+            stream: s,
+        }
     }
 }

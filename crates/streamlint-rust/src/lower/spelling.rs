@@ -39,6 +39,11 @@ fn receiver(expr: syn::Expr) -> proc_macro2::TokenStream {
     }
 }
 
+/// An expression as formatted source on a single line.
+pub(super) fn print_expr(expr: &syn::Expr) -> String {
+    print_tokens(quote!(#expr))
+}
+
 /// Prints an expression's tokens as formatted source on a single line.
 fn print_tokens(expr: proc_macro2::TokenStream) -> String {
     let file: syn::File = syn::parse_quote!(fn f() { #expr; });
