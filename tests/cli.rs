@@ -2,7 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use streamlint_tests::{repo_root, run};
+mod support;
+
+use support::{repo_root, run};
 
 fn fixture(rel: &str) -> String {
     repo_root()

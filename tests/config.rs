@@ -2,7 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use streamlint_tests::run;
+mod support;
+
+use support::run;
 
 fn project(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!(

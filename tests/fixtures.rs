@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 
 use streamlint_linter::{check_source, Settings};
 use streamlint_render::LineIndex;
-use streamlint_tests::{expectations, fixture_files, repo_root};
+mod support;
+
+use support::{expectations, fixture_files, repo_root};
 
 #[test]
 fn python_fixtures_match_their_expectations() {

@@ -1,0 +1,111 @@
+//! Shared helpers of the end-to-end tests: fixture discovery, inline expectations, running the
+//! command line in-process.
+#![allow(dead_code)] // each test file uses its own part of the helpers
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+/// The marker that puts an expectation on a line: `# streamlint-expect: SL001, SL003`.
+pub const EXPECT_MARKER: &str = "streamlint-expect:";
+
+/// (line, code) pairs a fixture expects, from its inline markers.
+pub fn expectations(source: &str) -> BTreeSet<(usize, String)> {
+    let mut out = BTreeSet::new();
+    for (i, line) in source.lines().enumerate() {
+        if let Some((_, codes)) = line.split_once(EXPECT_MARKER) {
+            for code in codes.split(',') {
+                let code = code.trim();
+                if !code.is_empty() {
+                    out.insert((i + 1, code.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The repository root (where `fixtures/` lives).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Every fixture file with `extension` under `fixtures/<language>/`, sorted.
+pub fn fixture_files(language: &str, extension: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    collect(
+        &repo_root().join("fixtures").join(language),
+        extension,
+        &mut out,
+    );
+    out.sort();
+    out
+}
+
+fn collect(dir: &Path, extension: &str, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            collect(&p, extension, out);
+        } else if p.extension().is_some_and(|x| x == extension) {
+            out.push(p);
+        }
+    }
+}
+
+/// Run the command line in-process (without the program name); returns (exit code, stdout,
+/// stderr).
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("streamlint").chain(args.iter().copied());
+    let code = streamlint_cli::run(argv, &mut out, &mut err);
+    (
+        code,
+        String::from_utf8(out).expect("UTF-8 output"),
+        String::from_utf8(err).expect("UTF-8 errors"),
+    )
+}
+
+/// The `bin` folder of a Python environment holding the pinned tools in
+/// `tests/tools-requirements.txt`, created under `target/test-tools` on first use (it needs
+/// `python3` with `venv` and access to PyPI). Tests that drive real consumers call this, and fail
+/// with the reason when the environment cannot be made: they never skip silently.
+pub fn python_tools() -> PathBuf {
+    static TOOLS: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
+    TOOLS
+        .get_or_init(make_python_tools)
+        .clone()
+        .unwrap_or_else(|e| panic!("cannot set up the test tools: {e}"))
+}
+
+fn make_python_tools() -> Result<PathBuf, String> {
+    let requirements = repo_root().join("tests/tools-requirements.txt");
+    let wanted = std::fs::read_to_string(&requirements).map_err(|e| e.to_string())?;
+    let root = repo_root().join("target/test-tools");
+    let bin = root.join("venv/bin");
+    let stamp = root.join("installed-requirements.txt");
+    if std::fs::read_to_string(&stamp).is_ok_and(|have| have == wanted) {
+        return Ok(bin);
+    }
+    let status = |cmd: &mut std::process::Command| -> Result<(), String> {
+        let out = cmd.output().map_err(|e| format!("{cmd:?}: {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr)))
+        }
+    };
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
+    status(std::process::Command::new("python3").args(["-m", "venv"]).arg(root.join("venv")))?;
+    status(
+        std::process::Command::new(bin.join("pip"))
+            .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+            .arg(&requirements),
+    )?;
+    std::fs::write(&stamp, wanted).map_err(|e| e.to_string())?;
+    Ok(bin)
+}
