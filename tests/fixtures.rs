@@ -148,7 +148,7 @@ fn rust_fixes_remove_their_findings() {
             {
                 failures.push(format!(
                     "{rel}: {} remains after `{}`",
-                    finding.code, fix.statement
+                    finding.code, fix.message
                 ));
             }
             fixed += 1;

@@ -95,12 +95,19 @@ fn make_python_tools() -> Result<PathBuf, String> {
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!("{cmd:?} failed:\n{}", String::from_utf8_lossy(&out.stderr)))
+            Err(format!(
+                "{cmd:?} failed:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
         }
     };
     let _ = std::fs::remove_dir_all(&root);
     std::fs::create_dir_all(&root).map_err(|e| e.to_string())?;
-    status(std::process::Command::new("python3").args(["-m", "venv"]).arg(root.join("venv")))?;
+    status(
+        std::process::Command::new("python3")
+            .args(["-m", "venv"])
+            .arg(root.join("venv")),
+    )?;
     status(
         std::process::Command::new(bin.join("pip"))
             .args(["install", "--quiet", "--disable-pip-version-check", "-r"])

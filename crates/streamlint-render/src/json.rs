@@ -31,13 +31,12 @@ pub fn render(files: &[FileFindings<'_>], out: &mut dyn Write) -> io::Result<()>
                 "location": loc(f.span.start),
                 "end_location": loc(f.span.end),
                 "fix": f.fix.as_ref().map(|fix| {
-                    let (at, content) = fix.edit(file.source);
-                    let at = loc(at as u32);
-                    json!({
-                        "message": fix.message,
-                        "applicability": "unsafe",
-                        "edits": [{"content": content, "location": at, "end_location": at}],
-                    })
+                    let edits: Vec<Value> = fix
+                        .text_edits(file.source)
+                        .iter()
+                        .map(|e| json!({"content": e.content, "location": loc(e.start as u32), "end_location": loc(e.end as u32)}))
+                        .collect();
+                    json!({"message": fix.message, "applicability": fix.applicability.as_str(), "edits": edits})
                 }),
                 "help": f.help,
                 "url": rule_url(f.code),

@@ -3,6 +3,7 @@
 
 mod catalog;
 mod events;
+mod fix;
 mod guard;
 mod host;
 mod lifetime;
@@ -22,6 +23,7 @@ use streamlint_graph::{
 };
 
 pub use catalog::{rule, RuleInfo, META, PARSE_ERROR, RULES, UNUSED_SUPPRESSION};
+pub use fix::{apply_edits, Applicability, Edit, Fix, TextEdit};
 pub use line_index::{LineIndex, Position};
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -59,34 +61,8 @@ pub struct Finding {
     pub labels: Vec<Label>,
     /// The minimal change that removes the hazard, in words and code.
     pub help: Option<String>,
-    /// That change as an edit, where it is one statement on a line of its own.
+    /// That change as source edits, where it is mechanical.
     pub fix: Option<Fix>,
-}
-
-/// A statement to insert on its own line before the line where `before` starts, indented as
-/// that line is. Not applied automatically: ordering work is a judgement about intent.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fix {
-    pub message: String,
-    pub before: Span,
-    pub statement: String,
-}
-
-impl Fix {
-    /// The edit in `source`: (byte offset of the insertion, text to insert).
-    pub fn edit(&self, source: &str) -> (usize, String) {
-        let at = (self.before.start as usize).min(source.len());
-        let line_start = source[..at].rfind('\n').map_or(0, |i| i + 1);
-        let line = &source[line_start..];
-        let indent = &line[..line.len() - line.trim_start_matches([' ', '\t']).len()];
-        (line_start, format!("{indent}{}\n", self.statement))
-    }
-
-    /// `source` with the fix applied.
-    pub fn apply(&self, source: &str) -> String {
-        let (at, text) = self.edit(source);
-        format!("{}{text}{}", &source[..at], &source[at..])
-    }
 }
 
 /// What a finding is about, for reporting each root cause once.
@@ -215,8 +191,11 @@ impl<'b> Context<'b> {
                 self.stream_name(waiter),
                 self.stream_name(waitee)
             ),
-            before,
-            statement: format!("{}{end}", self.wait_stream_fix(waiter, waitee)),
+            applicability: Applicability::Unsafe,
+            edits: vec![Edit::InsertLineBefore {
+                before,
+                statement: format!("{}{end}", self.wait_stream_fix(waiter, waitee)),
+            }],
         })
     }
 }

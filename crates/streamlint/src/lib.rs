@@ -31,6 +31,8 @@ enum Command {
     },
     /// List every rule.
     Rules,
+    /// Run the language server on stdin/stdout (for editors).
+    Server,
 }
 
 #[derive(clap::Args, Debug)]
@@ -89,6 +91,10 @@ where
                 "error: no rule named `{code}`; `streamlint rules` lists them"
             )
             .map(|_| 2),
+        },
+        Command::Server => match streamlint_server::run_stdio() {
+            Ok(()) => Ok(0),
+            Err(e) => writeln!(stderr, "error: language server: {e}").map(|_| 2),
         },
         Command::Rules => streamlint_rules::RULES
             .iter()
