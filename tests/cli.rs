@@ -1,10 +1,10 @@
 //! End-to-end tests of the command line: exit codes, output formats, bad input.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod support;
 
-use support::{repo_root, run};
+use support::{repo_root, run, Scratch};
 
 fn fixture(rel: &str) -> String {
     repo_root()
@@ -14,12 +14,8 @@ fn fixture(rel: &str) -> String {
         .into_owned()
 }
 
-/// A scratch directory unique to one test.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("streamlint-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(name: &str) -> Scratch {
+    Scratch::new(&format!("cli-{name}"))
 }
 
 fn write(dir: &Path, name: &str, content: &[u8]) -> String {

@@ -1,17 +1,13 @@
 //! Configuration files and suppressions, end to end: discovery, precedence, every key.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 mod support;
 
-use support::run;
+use support::{run, Scratch};
 
-fn project(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "streamlint-config-e2e-{name}-{}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_dir_all(&dir);
+fn project(name: &str) -> Scratch {
+    let dir = Scratch::new(&format!("config-{name}"));
     std::fs::create_dir_all(dir.join("pkg/gen")).unwrap();
     dir
 }

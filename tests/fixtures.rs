@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 
 use streamlint_linter::{check_source, Settings};
 use streamlint_render::LineIndex;
+use streamlint_rules::Applicability;
 mod support;
 
 use support::{expectations, fixture_files, repo_root};
@@ -123,58 +124,89 @@ fn rule_languages() -> Vec<(String, String, usize)> {
     out
 }
 
-/// Every fix offered on a Rust fixture keeps the file parsing and removes the finding it is for.
+/// Every fix offered on a fixture keeps the file parsing, removes the finding it is for and
+/// brings no new one; and the fixes users rely on exist: `record_stream` (SL001), an inserted
+/// wait and a hoisted self-wait (SL003), a stream block (SL008), `join` in Rust.
 #[test]
-fn rust_fixes_remove_their_findings() {
+fn fixes_remove_their_findings_and_add_none() {
     let settings = Settings::default();
-    let mut fixed = 0;
+    let mut fixed: Vec<(String, String, Applicability)> = Vec::new();
     let mut failures = Vec::new();
-    for path in fixture_files("rust", "rs") {
+    let files = fixture_files("python", "py")
+        .into_iter()
+        .chain(fixture_files("rust", "rs"));
+    for path in files {
         let source = std::fs::read_to_string(&path).expect("fixture is readable UTF-8");
-        for finding in check_source(&path, &source, &settings) {
+        let before = check_source(&path, &source, &settings);
+        let rel = path
+            .strip_prefix(repo_root())
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        for finding in &before {
             let Some(fix) = &finding.fix else { continue };
             let after = fix.apply(&source);
-            let rel = path
-                .strip_prefix(repo_root())
-                .unwrap_or(&path)
-                .display()
-                .to_string();
-            if reported_unparsable(&after) {
+            let again = check_source(&path, &after, &settings);
+            if again.iter().any(|f| f.code == "SL900") {
                 failures.push(format!("{rel}: the fixed file does not parse"));
             }
-            if check_source(&path, &after, &settings)
-                .iter()
-                .any(|f| f.code == finding.code)
+            if again.iter().filter(|f| f.code == finding.code).count()
+                >= before.iter().filter(|f| f.code == finding.code).count()
             {
                 failures.push(format!(
                     "{rel}: {} remains after `{}`",
                     finding.code, fix.message
                 ));
             }
-            fixed += 1;
+            for new in again
+                .iter()
+                .filter(|f| !before.iter().any(|b| b.code == f.code))
+            {
+                failures.push(format!(
+                    "{rel}: `{}` brings {}: {}",
+                    fix.message, new.code, new.message
+                ));
+            }
+            fixed.push((rel.clone(), fix.message.clone(), fix.applicability));
         }
     }
-    assert!(
-        fixed >= 10,
-        "expected fixes on the Rust bad fixtures, found {fixed}"
-    );
     assert!(
         failures.is_empty(),
         "{} fix failures:\n{}",
         failures.len(),
         failures.join("\n")
     );
-}
-
-/// A fixed file that fails to parse is reported by the linter as SL900.
-fn reported_unparsable(source: &str) -> bool {
-    check_source(
-        std::path::Path::new("fixed.rs"),
-        source,
-        &Settings::default(),
-    )
-    .iter()
-    .any(|f| f.code == "SL900")
+    let offered = |dir: &str, message: &str, applicability: Applicability| {
+        fixed.iter().any(|(rel, m, a)| {
+            rel.starts_with(dir) && m.starts_with(message) && *a == applicability
+        })
+    };
+    use Applicability::{Safe, Unsafe};
+    assert!(
+        offered("fixtures/python/SL001", "record `", Safe),
+        "{fixed:#?}"
+    );
+    assert!(
+        offered("fixtures/python/SL003", "make ", Safe),
+        "{fixed:#?}"
+    );
+    assert!(
+        offered("fixtures/python/SL003", "move the wait before", Safe),
+        "{fixed:#?}"
+    );
+    assert!(
+        offered("fixtures/python/SL008", "turn the set/restore pair", Safe),
+        "{fixed:#?}"
+    );
+    assert!(
+        offered("fixtures/rust/SL003", "make ", Unsafe),
+        "{fixed:#?}"
+    );
+    assert!(
+        fixed.len() >= 50,
+        "expected fixes on the bad fixtures, found {}",
+        fixed.len()
+    );
 }
 
 /// SL010 is an error where another stream can observe the early event, a note with one stream.

@@ -55,18 +55,49 @@ fn collect(dir: &Path, extension: &str, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Run the command line in-process (without the program name); returns (exit code, stdout,
-/// stderr).
+/// Run the command line in-process (without the program name) with an empty stdin; returns
+/// (exit code, stdout, stderr).
 pub fn run(args: &[&str]) -> (i32, String, String) {
+    run_stdin(args, "")
+}
+
+/// Run the command line in-process with `input` on stdin.
+pub fn run_stdin(args: &[&str], input: &str) -> (i32, String, String) {
     let mut out = Vec::new();
     let mut err = Vec::new();
     let argv = std::iter::once("streamlint").chain(args.iter().copied());
-    let code = streamlint_cli::run(argv, &mut out, &mut err);
+    let code = streamlint_cli::run_with_stdin(argv, &mut input.as_bytes(), &mut out, &mut err);
     (
         code,
         String::from_utf8(out).expect("UTF-8 output"),
         String::from_utf8(err).expect("UTF-8 errors"),
     )
+}
+
+/// A directory of its own for one test, removed when the test is done with it.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("streamlint-test-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch directory can be made");
+        Scratch(dir)
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// The `bin` folder of a Python environment holding the pinned tools in

@@ -103,10 +103,24 @@ pub enum Owner {
 
 #[derive(Clone, Debug)]
 pub struct Buffer {
-    /// The name the source uses for the value, e.g. `x` or `self.next_input`.
+    /// The name the source uses for the value, e.g. `x` or `self.next_input`, or a word for
+    /// it where the code has none (`result`).
     pub name: String,
+    /// `name` is how the code itself refers to the value, so a fix may write it.
+    pub spelled: bool,
     pub memory: Memory,
     pub owner: Owner,
+}
+
+/// Is `text` a plain reference a fix can write: a name or a chain of attributes (`self.rows`)?
+pub fn is_dotted_name(text: &str) -> bool {
+    !text.is_empty()
+        && text.split('.').all(|part| {
+            part.chars()
+                .next()
+                .is_some_and(|c| c.is_alphabetic() || c == '_')
+                && part.chars().all(|c| c.is_alphanumeric() || c == '_')
+        })
 }
 
 #[derive(Clone, Debug)]
@@ -277,10 +291,15 @@ pub struct Spelling {
     /// `(waiter, waitee)` → the call making `waiter` wait for the work queued on `waitee`.
     pub wait_stream: fn(&str, &str) -> String,
     pub line_comment: &'static str,
-    /// What turns a spelled call into a statement that can be inserted on a line of its own
-    /// (`;` in Rust). `None` where insertion needs more than a line (Python: the statement may
-    /// sit inside a stream context that changes what the current stream is).
-    pub statement_end: Option<&'static str>,
+    /// What turns a spelled call into a statement on a line of its own (`;` in Rust, nothing
+    /// in Python).
+    pub statement_end: &'static str,
+    /// The spelled wait returns an error to propagate (`?`), which the enclosing function may
+    /// not allow: fixes inserting it need review.
+    pub wait_can_fail: bool,
+    /// `stream` → the header of a block with `stream` current (`with torch.cuda.stream(s):`),
+    /// where the language has one.
+    pub stream_block: Option<fn(&str) -> String>,
 }
 
 /// One analysed unit: a function or method, lowered to a CFG of stream operations.
@@ -303,6 +322,20 @@ pub struct Body {
     /// The caller consumes returned values on the ambient stream (PyTorch's current stream).
     /// Not so where the language has no current stream (cudarc, cust): the caller picks one.
     pub returns_to_ambient: bool,
+    pub rewrites: Rewrites,
+}
+
+/// Places where the syntax allows a mechanical rewrite with stream scoping, as the frontend saw
+/// them: fixes are built from these, since rules never see syntax.
+#[derive(Clone, Debug, Default)]
+pub struct Rewrites {
+    /// A wait inside a stream block on the block's own stream for the stream current outside
+    /// (`s.wait_stream(current_stream())` in `with stream(s):`): (the wait statement, the
+    /// block's header). Placed before the header, it orders what it was written for.
+    pub hoistable_waits: Vec<(Span, Span)>,
+    /// `set_stream(s)` that a later statement of the same block undoes by setting back the stream
+    /// current before: (the set, the restore). The statements between can become a block.
+    pub scoped_set_streams: Vec<(Span, Span)>,
 }
 
 impl Body {
@@ -388,6 +421,7 @@ impl BodyBuilder {
             ambient: StreamId(0),
             device_forbidden: None,
             returns_to_ambient: true,
+            rewrites: Rewrites::default(),
         };
         BodyBuilder {
             body,
@@ -398,6 +432,11 @@ impl BodyBuilder {
     pub fn ambient(&self) -> StreamId {
         self.body.ambient
     }
+    /// Where the syntax allows rewrites (see [`Rewrites`]).
+    pub fn rewrites_mut(&mut self) -> &mut Rewrites {
+        &mut self.body.rewrites
+    }
+
     pub fn body(&self) -> &Body {
         &self.body
     }

@@ -7,7 +7,9 @@ fn spelling() -> Spelling {
         record_stream: Some(|buffer, stream| format!("{buffer}.record_stream({stream})")),
         wait_stream: |waiter, waitee| format!("{waiter}.wait_stream({waitee})"),
         line_comment: "#",
-        statement_end: None,
+        statement_end: "",
+        wait_can_fail: false,
+        stream_block: None,
     }
 }
 
@@ -36,6 +38,7 @@ fn builder() -> (BodyBuilder, StreamId, StreamId) {
 fn tensor(b: &mut BodyBuilder, name: &str) -> BufferId {
     b.add_buffer(Buffer {
         name: name.into(),
+        spelled: true,
         memory: Memory::Device,
         owner: Owner::Local,
     })
@@ -473,6 +476,7 @@ fn scope_end_releases_local_buffers_that_did_not_escape() {
     let dropped = tensor(&mut b, "dropped");
     let param = b.add_buffer(Buffer {
         name: "p".into(),
+        spelled: true,
         memory: Memory::Device,
         owner: Owner::Caller,
     });

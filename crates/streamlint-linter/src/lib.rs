@@ -4,6 +4,7 @@
 
 mod config;
 mod discover;
+mod fix;
 mod select;
 mod suppress;
 
@@ -16,6 +17,7 @@ use streamlint_rules::{Finding, Severity, PARSE_ERROR, UNUSED_SUPPRESSION};
 
 pub use config::{Config, ConfigError, Options};
 pub use discover::{discover, Discovery};
+pub use fix::{applicable, fix_source, Fixed};
 pub use select::Selection;
 
 use globset::GlobSet;
@@ -100,6 +102,14 @@ impl Settings {
     /// Is a path found under a checked directory excluded?
     pub fn is_excluded(&self, path: &Path) -> bool {
         self.exclude.is_match(self.relative(path).as_ref())
+    }
+
+    /// Does a per-file ignore turn `code` off in `path`? (For callers of `check_source`, which
+    /// checks text without knowing where it is going to be saved.)
+    pub fn ignores(&self, path: &Path, code: &str) -> bool {
+        self.ignored_here(path)
+            .iter()
+            .any(|p| select::matches(p, code))
     }
 
     fn ignored_here(&self, path: &Path) -> Vec<&str> {
@@ -229,13 +239,15 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
         .iter()
         .flat_map(|b| streamlint_rules::check_body(b, &enabled))
         .collect();
-    // A fix is offered only if the file still parses with it (an insertion before a line that
-    // continues a statement would not).
+    // A fix is offered only if it fits the source and the file still parses with it (an
+    // insertion before a line that continues a statement would not).
     for f in &mut findings {
-        if f.fix
-            .as_ref()
-            .is_some_and(|fix| !language.parses(&fix.apply(source)))
-        {
+        let fits = |fix: &streamlint_rules::Fix| {
+            fix.try_text_edits(source).is_some_and(|edits| {
+                language.parses(&streamlint_rules::apply_edits(source, &edits))
+            })
+        };
+        if f.fix.as_ref().is_some_and(|fix| !fits(fix)) {
             f.fix = None;
         }
     }

@@ -5,8 +5,9 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use streamlint_graph::{
-    BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId, Memory, OpKind,
-    Owner, Production, ReleaseCause, Span, Spelling, Stream, StreamId, StreamOrigin,
+    is_dotted_name, BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId,
+    Memory, OpKind, Owner, Production, ReleaseCause, Span, Spelling, Stream, StreamId,
+    StreamOrigin,
 };
 
 use crate::api::{
@@ -21,8 +22,29 @@ const SPELLING: Spelling = Spelling {
     record_stream: Some(|buffer, stream| format!("{buffer}.record_stream({stream})")),
     wait_stream: |waiter, waitee| format!("{waiter}.wait_stream({waitee})"),
     line_comment: "#",
-    statement_end: None,
+    statement_end: "",
+    wait_can_fail: false,
+    stream_block: Some(|stream| format!("with torch.cuda.stream({stream}):")),
 };
+
+/// Words that name values the code leaves unnamed (a call's tuple result, a loop element bound to
+/// a pattern): not spellings of the value.
+const DESCRIBED_VALUES: &[&str] = &[
+    "result",
+    "element",
+    "tensor",
+    "pinned",
+    "event",
+    "gradients",
+];
+
+/// Two `set_stream` statements of one block, by index and span (see `set_stream_pairs`).
+struct SetStreamPair {
+    set: usize,
+    restore: usize,
+    set_span: Span,
+    restore_span: Span,
+}
 
 /// Loops nested deeper than this are lowered in one pass (no trial pass for loop-carried names).
 const MAX_TRIAL_LOOP_DEPTH: usize = 3;
@@ -190,6 +212,9 @@ pub struct Lowerer<'a> {
     /// For each enclosing statement list: does a `try` whose `finally` restores the stream
     /// follow the statement being lowered?
     restore_follows: Vec<bool>,
+    /// The stream blocks (`with torch.cuda.stream(s):`) around the statement being lowered:
+    /// the stream each makes current, its header's span, and the CFG block its body starts in.
+    stream_blocks: Vec<(StreamId, Span, BlockId)>,
     /// How many enclosing `try` statements restore the stream in their `finally`.
     restoring_try: usize,
     /// Lowering the module's top level (code that runs at import).
@@ -254,6 +279,7 @@ impl<'a> Lowerer<'a> {
             class: role.class,
             restores_stream: role.restores_stream,
             restore_follows: Vec::new(),
+            stream_blocks: Vec::new(),
             restoring_try: 0,
             at_import: def.is_none(),
             main_guard: 0,
@@ -388,6 +414,7 @@ impl<'a> Lowerer<'a> {
     ) -> BufferId {
         let buffer = Buffer {
             name: name.to_string(),
+            spelled: is_dotted_name(name) && !DESCRIBED_VALUES.contains(&name),
             memory,
             owner,
         };
@@ -416,6 +443,7 @@ impl<'a> Lowerer<'a> {
         }
         let id = self.b.add_buffer(Buffer {
             name: dotted.to_string(),
+            spelled: is_dotted_name(dotted),
             memory,
             owner: Owner::Attribute,
         });
@@ -708,11 +736,54 @@ impl<'a> Lowerer<'a> {
         for i in (0..stmts.len().saturating_sub(1)).rev() {
             later[i] = later[i + 1] || self.finally_restores_stream(&stmts[i + 1]);
         }
-        for (s, later) in stmts.iter().zip(later) {
+        let scoped = self.set_stream_pairs(stmts);
+        let mut before_set: Vec<Option<StreamId>> = vec![None; stmts.len()];
+        for (i, (s, later)) in stmts.iter().zip(later).enumerate() {
+            if scoped.iter().any(|p| p.set == i) {
+                before_set[i] = Some(self.current);
+            }
             self.restore_follows.push(later);
             self.stmt(s);
             self.restore_follows.pop();
+            for p in &scoped {
+                if p.restore == i && before_set[p.set] == Some(self.current) {
+                    let spans = (p.set_span, p.restore_span);
+                    self.b.rewrites_mut().scoped_set_streams.push(spans);
+                }
+            }
         }
+    }
+
+    /// (set, restore) indices of `torch.cuda.set_stream(..)` statements followed in the same
+    /// block by another `set_stream` statement with none between: if the second puts back the
+    /// stream current before the first (checked while lowering), the pair is a stream block.
+    fn set_stream_pairs(&self, stmts: &[Stmt]) -> Vec<SetStreamPair> {
+        let set_stream_span = |s: &Stmt| match s {
+            Stmt::Expr(e @ Expr::Call { func, .. })
+                if self.api_kind(e) == Some(ApiCall::SetStream)
+                    && self
+                        .cx
+                        .imports
+                        .qualify(func)
+                        .is_some_and(|q| q == "torch.cuda.set_stream") =>
+            {
+                Some(e.span())
+            }
+            _ => None,
+        };
+        let sets: Vec<(usize, Span)> = stmts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((i, set_stream_span(s)?)))
+            .collect();
+        sets.windows(2)
+            .map(|w| SetStreamPair {
+                set: w[0].0,
+                restore: w[1].0,
+                set_span: w[0].1,
+                restore_span: w[1].1,
+            })
+            .collect()
     }
 
     /// The API meaning of a call expression, if it is a known one.
@@ -846,12 +917,17 @@ impl<'a> Lowerer<'a> {
             }
             Stmt::With { items, body, .. } => {
                 let saved = self.current;
+                let outer_blocks = self.stream_blocks.len();
                 let mut acquired = Vec::new();
                 for item in items {
                     let v = self.eval(&item.context);
                     let v = self.stream_context_by_shape(v, &item.context);
                     match v {
-                        Value::StreamContext(Some(s)) | Value::Stream(s) => self.current = s,
+                        Value::StreamContext(Some(s)) | Value::Stream(s) => {
+                            self.current = s;
+                            let start = self.b.current();
+                            self.stream_blocks.push((s, item.context.span(), start));
+                        }
                         _ => {
                             acquired.extend(self.acquired_streams(&item.context));
                             if let Some(var) = &item.var {
@@ -871,6 +947,7 @@ impl<'a> Lowerer<'a> {
                     );
                 }
                 self.stmts(body);
+                self.stream_blocks.truncate(outer_blocks);
                 self.current = saved;
                 for &(s, span) in &acquired {
                     self.b.push(
@@ -1969,7 +2046,7 @@ impl<'a> Lowerer<'a> {
             return viewed;
         }
         match recv {
-            Value::Stream(s) => self.stream_method(s, method, args, keywords, span),
+            Value::Stream(s) => self.stream_method(s, receiver, method, args, keywords, span),
             Value::Event(e) => self.event_method(e, method, args, keywords, span),
             Value::Storage(buffers) => {
                 let vals = self.eval_args(args, keywords);
@@ -2086,9 +2163,38 @@ impl<'a> Lowerer<'a> {
         self.opaque_call(vals, span, kind)
     }
 
+    /// `s.wait_stream(torch.cuda.current_stream())` directly in `with torch.cuda.stream(s):`
+    /// waits on itself; before the block's header the argument means the stream it was
+    /// written for.
+    fn note_hoistable_wait(
+        &mut self,
+        waiter: StreamId,
+        waitee: StreamId,
+        receiver: &Expr,
+        arg: &Expr,
+        span: Span,
+    ) {
+        let asks_current = |e: &Expr| self.api_kind(e) == Some(ApiCall::CurrentStream);
+        let named_waiter = !asks_current(receiver);
+        // Only straight-line code at the top of the block: hoisting out of a branch or a loop
+        // would change how often the wait runs.
+        if let Some(&(block_stream, header, start)) = self.stream_blocks.last() {
+            let straight = self.b.current() == start;
+            if waiter == waitee
+                && waiter == block_stream
+                && asks_current(arg)
+                && named_waiter
+                && straight
+            {
+                self.b.rewrites_mut().hoistable_waits.push((span, header));
+            }
+        }
+    }
+
     fn stream_method(
         &mut self,
         s: StreamId,
+        receiver: &Expr,
         method: &str,
         args: &[Expr],
         keywords: &[Keyword],
@@ -2100,6 +2206,7 @@ impl<'a> Lowerer<'a> {
             "wait_stream" => {
                 if let (Some(a), Some(v)) = (arg, vals.first()) {
                     if let Some(other) = self.stream_of(v, a) {
+                        self.note_hoistable_wait(s, other, receiver, a, span);
                         self.b.push(
                             OpKind::WaitStream {
                                 waiter: s,

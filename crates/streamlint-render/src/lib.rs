@@ -1,21 +1,47 @@
 //! Output renderers: the findings of a run in the formats users read (a rich terminal view, one
-//! line per finding) and machines read (JSON). Renderers know formats, not parsers or rules'
-//! internals: they receive findings with byte spans and the source they point into.
+//! line per finding) and the formats machines read (JSON, JSON lines, SARIF for code scanning,
+//! GitHub Actions annotations, JUnit XML for CI test reports). Renderers know formats, not
+//! parsers or rules' internals: they receive findings with byte spans and the source they point
+//! into.
 
+mod concise;
+mod fingerprint;
 mod full;
+mod github;
 mod json;
+mod json_lines;
+mod junit;
+mod paths;
+mod sarif;
+mod statistics;
 
 use std::io::{self, Write};
+use std::path::Path;
 
 use streamlint_rules::Finding;
 pub use streamlint_rules::{LineIndex, Position};
 
+pub use statistics::statistics;
+
 /// The findings of one file, with the text their spans point into.
 pub struct FileFindings<'a> {
-    /// The path as the user gave it (relative paths stay relative).
+    /// The path as the user gave it: relative paths are relative to the working directory, and
+    /// the full, concise and JSON formats show them unchanged.
     pub path: &'a str,
     pub source: &'a str,
     pub findings: &'a [Finding],
+}
+
+/// What a renderer needs to know about the run besides the findings.
+#[derive(Copy, Clone, Debug)]
+pub struct RenderOptions<'a> {
+    /// Colour the full format (for a terminal); the other formats never colour.
+    pub color: bool,
+    /// The root the machine formats (SARIF, GitHub annotations, JUnit) report paths against:
+    /// CI services match findings to the files of a checkout by repository-relative paths,
+    /// whatever the paths the tool was given. Usually the working directory (a relative base is
+    /// taken from it). Files outside it keep their own paths (`file://` URIs in SARIF).
+    pub base_dir: &'a Path,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -23,50 +49,77 @@ pub enum Format {
     Full,
     Concise,
     Json,
+    JsonLines,
+    Sarif,
+    Github,
+    Junit,
 }
 
 impl Format {
-    pub const NAMES: &'static [&'static str] = &["full", "concise", "json"];
+    pub const NAMES: &'static [&'static str] = &[
+        "full",
+        "concise",
+        "json",
+        "json-lines",
+        "sarif",
+        "github",
+        "junit",
+    ];
 
     pub fn parse(name: &str) -> Option<Format> {
         match name {
             "full" => Some(Format::Full),
             "concise" => Some(Format::Concise),
             "json" => Some(Format::Json),
+            "json-lines" => Some(Format::JsonLines),
+            "sarif" => Some(Format::Sarif),
+            "github" => Some(Format::Github),
+            "junit" => Some(Format::Junit),
             _ => None,
         }
     }
 }
 
+/// Where the project lives: SARIF names it as the tool's home.
+pub const REPOSITORY_URL: &str = "https://github.com/streamlint/streamlint";
+
 /// Where a rule's page is published.
 pub fn rule_url(code: &str) -> String {
-    format!("https://github.com/streamlint/streamlint/blob/main/rules/{code}.md")
+    format!("{REPOSITORY_URL}/blob/main/rules/{code}.md")
 }
 
-/// Render every file's findings in `format`; `color` applies to the full format only.
+/// Render every file's findings in `format`.
 pub fn render(
     format: Format,
     files: &[FileFindings<'_>],
-    color: bool,
+    options: &RenderOptions<'_>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
     match format {
-        Format::Full => full::render(files, color, out),
-        Format::Concise => {
-            for file in files {
-                let index = LineIndex::new(file.source);
-                for f in file.findings {
-                    let p = index.position(f.span.start);
-                    writeln!(
-                        out,
-                        "{}:{}:{}: {} {}",
-                        file.path, p.row, p.column, f.code, f.message
-                    )?;
-                }
-            }
-            Ok(())
-        }
+        Format::Full => full::render(files, options.color, out),
+        Format::Concise => concise::render(files, out),
         Format::Json => json::render(files, out),
+        Format::JsonLines => json_lines::render(files, out),
+        Format::Sarif => sarif::render(files, options.base_dir, out),
+        Format::Github => github::render(files, options.base_dir, out),
+        Format::Junit => junit::render(files, options.base_dir, out),
+    }
+}
+
+/// A finding's code and its rule's name (`SL001 missing-record-stream`), to title it where a
+/// format has room for one line.
+fn code_and_name(code: &str) -> String {
+    match streamlint_rules::rule(code) {
+        Some(r) => format!("{code} {}", r.name),
+        None => code.to_string(),
+    }
+}
+
+/// `text`, then the finding's help on a line of its own: for formats with a single text field.
+fn with_help(text: String, f: &Finding) -> String {
+    match &f.help {
+        Some(help) => format!("{text}\nhelp: {help}"),
+        None => text,
     }
 }
 
@@ -82,5 +135,19 @@ pub fn summary_line(findings: usize, files: usize) -> String {
             if n == 1 { "" } else { "s" },
             if files == 1 { "" } else { "s" }
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_format_name_parses() {
+        for name in Format::NAMES {
+            assert!(Format::parse(name).is_some(), "{name}");
+        }
+        assert_eq!(Format::parse("json-lines"), Some(Format::JsonLines));
+        assert_eq!(Format::parse("xml"), None);
     }
 }

@@ -174,28 +174,87 @@ impl<'b> Context<'b> {
         )
     }
 
-    /// The wait as an inserted statement before `before`, where the language allows it.
-    fn wait_stream_edit(&self, waiter: StreamId, waitee: StreamId, before: Span) -> Option<Fix> {
-        let end = self.body.spelling.statement_end?;
-        // The code must have a name for both streams (not so an ambient stream never bound).
-        let named = |s: StreamId| {
-            let stream = self.body.stream(s);
-            stream.origin != StreamOrigin::Ambient || stream.span.is_some()
-        };
-        if !named(waiter) || !named(waitee) {
+    /// Can `s` be spelled in code inserted where `current` is the current stream? A stream
+    /// the code names can; the ambient one only where it is current (its spelling asks for the
+    /// current stream), and only in a language that has a current stream.
+    fn spellable(&self, s: StreamId, current: Option<StreamId>) -> bool {
+        let stream = self.body.stream(s);
+        let named = stream.origin != StreamOrigin::Ambient || stream.span.is_some();
+        named || (self.body.returns_to_ambient && current == Some(s))
+    }
+
+    /// The wait as a statement inserted before the line of `before`, where `current` is the
+    /// current stream (the consumer's, before one of its uses).
+    fn wait_stream_edit(
+        &self,
+        waiter: StreamId,
+        waitee: StreamId,
+        before: Span,
+        current: Option<StreamId>,
+    ) -> Option<Fix> {
+        if !self.spellable(waiter, current) || !self.spellable(waitee, current) {
             return None;
         }
+        let spelling = &self.body.spelling;
         Some(Fix {
             message: format!(
                 "make {} wait for {}",
                 self.stream_name(waiter),
                 self.stream_name(waitee)
             ),
-            applicability: Applicability::Unsafe,
+            applicability: if spelling.wait_can_fail {
+                Applicability::Unsafe
+            } else {
+                Applicability::Safe
+            },
             edits: vec![Edit::InsertLineBefore {
                 before,
-                statement: format!("{}{end}", self.wait_stream_fix(waiter, waitee)),
+                statement: format!(
+                    "{}{}",
+                    self.wait_stream_fix(waiter, waitee),
+                    spelling.statement_end
+                ),
             }],
+        })
+    }
+
+    /// `record_stream` calls for `buffer`, one before the last use on each stream in `uses`
+    /// (there the stream is current), where the language has the call.
+    fn record_stream_edit(&self, buffer: BufferId, uses: &[(StreamId, OpId)]) -> Option<Fix> {
+        let mut last: Vec<(StreamId, OpId)> = Vec::new();
+        for &(s, u) in uses {
+            match last.iter_mut().find(|(t, _)| *t == s) {
+                Some(entry) => entry.1 = entry.1.max(u),
+                None => last.push((s, u)),
+            }
+        }
+        if !self.body.buffer(buffer).spelled {
+            return None;
+        }
+        let mut edits = Vec::new();
+        for &(s, u) in &last {
+            if !self.spellable(s, Some(s)) {
+                return None;
+            }
+            let statement = format!(
+                "{}{}",
+                self.record_stream_fix(buffer, s)?,
+                self.body.spelling.statement_end
+            );
+            edits.push(Edit::InsertLineBefore {
+                before: self.span(u),
+                statement,
+            });
+        }
+        let streams: Vec<&str> = last.iter().map(|(s, _)| self.stream_name(*s)).collect();
+        Some(Fix {
+            message: format!(
+                "record `{}` on {}",
+                self.buffer_name(buffer),
+                streams.join(" and ")
+            ),
+            applicability: Applicability::Safe,
+            edits,
         })
     }
 }

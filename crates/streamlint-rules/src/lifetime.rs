@@ -136,7 +136,8 @@ impl MissingRecordStream {
         // Rust frees have no record call: the allocating stream waits for the user before an
         // explicit free.
         let fix = match (site, cx.record_stream_fix(buffer, user)) {
-            (ReleaseSite::Here, None) => cx.wait_stream_edit(alloc, user, span),
+            (_, Some(_)) => cx.record_stream_edit(buffer, &uncovered),
+            (ReleaseSite::Here, None) => cx.wait_stream_edit(alloc, user, span, None),
             _ => None,
         };
         let finding = Finding {

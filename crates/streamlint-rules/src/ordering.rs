@@ -5,7 +5,9 @@ use streamlint_graph::{
     BufferId, EscapeKind, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin,
 };
 
-use crate::{is_side_stream_transfer, Context, Finding, Label, Rule, Severity};
+use crate::{
+    is_side_stream_transfer, Applicability, Context, Edit, Finding, Fix, Label, Rule, Severity,
+};
 
 pub struct MissingStreamWait;
 
@@ -18,8 +20,19 @@ impl Rule for MissingStreamWait {
         match op.kind {
             OpKind::WaitStream { waiter, waitee } if waiter == waitee => {
                 let s = cx.stream_name(waiter).to_string();
+                let hoist = cx
+                    .body
+                    .rewrites
+                    .hoistable_waits
+                    .iter()
+                    .find(|(wait, _)| *wait == op.span);
+                let fix = hoist.map(|&(what, before)| Fix {
+                    message: "move the wait before the stream block".into(),
+                    applicability: Applicability::Safe,
+                    edits: vec![Edit::MoveBefore { what, before }],
+                });
                 cx.report(Finding {
-                    fix: None,
+                    fix,
                     code: "SL003",
                     severity: Severity::Error,
                     message: format!("{s} waits on itself: inside its own stream context the current stream is {s}, so this wait orders nothing"),
@@ -142,7 +155,7 @@ impl MissingStreamWait {
         let fix = if returned {
             None
         } else {
-            cx.wait_stream_edit(consumer, producer, op.span)
+            cx.wait_stream_edit(consumer, producer, op.span, Some(consumer))
         };
         cx.report_once(buffer, Finding {
             fix,

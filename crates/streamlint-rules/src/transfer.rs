@@ -106,7 +106,7 @@ impl TransferInSideStream {
         let edit = if returned {
             None
         } else {
-            cx.wait_stream_edit(consumer, b.alloc_stream, op.span)
+            cx.wait_stream_edit(consumer, b.alloc_stream, op.span, Some(consumer))
         };
         cx.report_once(buffer, Finding {
             fix: edit,

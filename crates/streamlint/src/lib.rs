@@ -1,19 +1,21 @@
-//! The command-line interface: argument parsing, the `check`, `rule` and `rules` commands, and
-//! exit codes (0 clean, 1 findings, 2 when the run cannot proceed as asked).
+//! The command-line interface: argument parsing, the `check`, `rule`, `rules` and `server`
+//! commands, and exit codes (0 clean, 1 findings, 2 when the run cannot proceed as asked).
+
+mod check;
+mod rules;
 
 use std::ffi::OsString;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use streamlint_linter::{check_files, discover, Config, ConfigError, Selection, Settings};
-use streamlint_render::{render, FileFindings, Format};
+use streamlint_render::Format;
 
 #[derive(Parser, Debug)]
 #[command(
     name = "streamlint",
     version,
-    about = "Find CUDA stream-lifetime bugs in PyTorch code"
+    about = "Find CUDA stream-lifetime bugs in PyTorch and Rust GPU code"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -22,7 +24,7 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Check files or directories (default: the current directory).
+    /// Check files or directories (default: the current directory); `-` reads stdin.
     Check(CheckArgs),
     /// Print the documentation of one rule.
     Rule {
@@ -30,18 +32,41 @@ enum Command {
         code: String,
     },
     /// List every rule.
-    Rules,
+    Rules {
+        /// `text` (a table) or `json`.
+        #[arg(long, default_value = "text", value_parser = ["text", "json"])]
+        output_format: String,
+    },
     /// Run the language server on stdin/stdout (for editors).
     Server,
 }
 
 #[derive(clap::Args, Debug)]
 struct CheckArgs {
-    /// Files or directories to check.
+    /// Files or directories to check; `-` reads the source from stdin.
     paths: Vec<PathBuf>,
-    /// Output format: full, concise or json.
+    /// How findings are printed.
     #[arg(long, default_value = "full", value_parser = clap::builder::PossibleValuesParser::new(Format::NAMES))]
     output_format: String,
+    /// Write the output to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    output_file: Option<PathBuf>,
+    /// Print how many findings each rule reported instead of the findings.
+    #[arg(long)]
+    statistics: bool,
+    /// Apply the safe fixes to the files (and the unsafe ones with `--unsafe-fixes`).
+    #[arg(long)]
+    fix: bool,
+    /// Print the changes the fixes would make as a unified diff, and change nothing.
+    #[arg(long, conflicts_with = "fix")]
+    diff: bool,
+    /// Also apply (or show) fixes that need review.
+    #[arg(long)]
+    unsafe_fixes: bool,
+    /// The name of the file whose source comes from stdin: its language, the configuration
+    /// found from it, and the name findings carry.
+    #[arg(long, value_name = "NAME")]
+    stdin_filename: Option<PathBuf>,
     /// Only report these rules (codes, prefixes, names or ALL), comma-separated.
     #[arg(long, value_delimiter = ',')]
     select: Vec<String>,
@@ -63,8 +88,14 @@ struct CheckArgs {
     isolated: bool,
 }
 
-/// Run the command line `args` (including the program name); returns the exit code.
-pub fn run<I, T>(args: I, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32
+/// Run the command line `args` (including the program name) with `stdin` as the source for
+/// `-`; returns the exit code.
+pub fn run_with_stdin<I, T>(
+    args: I,
+    stdin: &mut dyn std::io::Read,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> i32
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
@@ -83,126 +114,22 @@ where
         }
     };
     let result = match cli.command {
-        Command::Check(args) => check(args, stdout, stderr),
-        Command::Rule { code } => match streamlint_rules::rule(&code) {
-            Some(r) => writeln!(stdout, "{}", r.doc.trim_end()).map(|_| 0),
-            None => writeln!(
-                stderr,
-                "error: no rule named `{code}`; `streamlint rules` lists them"
-            )
-            .map(|_| 2),
-        },
+        Command::Check(args) => check::check(args, stdin, stdout, stderr),
+        Command::Rule { code } => rules::print_rule(&code, stdout, stderr),
+        Command::Rules { output_format } => rules::print_rules(&output_format, stdout),
         Command::Server => match streamlint_server::run_stdio() {
             Ok(()) => Ok(0),
             Err(e) => writeln!(stderr, "error: language server: {e}").map(|_| 2),
         },
-        Command::Rules => streamlint_rules::RULES
-            .iter()
-            .try_for_each(|r| {
-                writeln!(
-                    stdout,
-                    "{}  {:<28} {:<7} {}",
-                    r.code,
-                    r.name,
-                    r.severity.as_str(),
-                    r.summary()
-                )
-            })
-            .map(|_| 0),
     };
     result.unwrap_or(2)
 }
 
-/// The settings for a run: the configuration file's, with the command line on top.
-fn settings(args: &CheckArgs, paths: &[PathBuf]) -> Result<Settings, ConfigError> {
-    let config = if args.isolated {
-        None
-    } else if let Some(file) = &args.config {
-        Some(Config::load(file)?)
-    } else {
-        Config::discover(&paths[0])?
-    };
-    let mut settings = Settings::from_config(config.as_ref())?;
-    if !args.select.is_empty() {
-        settings.selection.select = args.select.clone();
-    }
-    if !args.ignore.is_empty() {
-        settings.selection.ignore = args.ignore.clone();
-    }
-    if args.no_respect_gitignore {
-        settings.respect_gitignore = false;
-    }
-    Ok(settings)
-}
-
-fn check(args: CheckArgs, stdout: &mut dyn Write, stderr: &mut dyn Write) -> std::io::Result<i32> {
-    let unknown = Selection {
-        select: args.select.clone(),
-        ignore: args.ignore.clone(),
-    }
-    .unknown_patterns();
-    if !unknown.is_empty() {
-        writeln!(
-            stderr,
-            "error: unknown rule selector(s): {}; `streamlint rules` lists the codes",
-            unknown.join(", ")
-        )?;
-        return Ok(2);
-    }
-    let paths = if args.paths.is_empty() {
-        vec![PathBuf::from(".")]
-    } else {
-        args.paths.clone()
-    };
-    let settings = match settings(&args, &paths) {
-        Ok(s) => s,
-        Err(e) => {
-            writeln!(stderr, "error: {e}")?;
-            return Ok(2);
-        }
-    };
-    let found = discover(&paths, &settings);
-    for missing in &found.missing {
-        writeln!(
-            stderr,
-            "error: {}: no such file or directory",
-            missing.display()
-        )?;
-    }
-    let reports = check_files(&found.files, &settings);
-    let paths: Vec<String> = reports
-        .iter()
-        .map(|r| r.path.to_string_lossy().into_owned())
-        .collect();
-    let files: Vec<FileFindings<'_>> = reports
-        .iter()
-        .zip(&paths)
-        .filter(|(r, _)| !r.findings.is_empty())
-        .map(|(r, p)| FileFindings {
-            path: p,
-            source: &r.source,
-            findings: &r.findings,
-        })
-        .collect();
-    let format = Format::parse(&args.output_format).unwrap_or(Format::Full);
-    let color = format == Format::Full
-        && std::io::stdout().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none();
-    render(format, &files, color, stdout)?;
-    if format == Format::Full {
-        let total = files.iter().map(|f| f.findings.len()).sum();
-        writeln!(
-            stdout,
-            "{}",
-            streamlint_render::summary_line(total, reports.len())
-        )?;
-    }
-    let any = files.iter().any(|f| !f.findings.is_empty());
-    Ok(if !found.missing.is_empty() {
-        2
-    } else if any && !args.exit_zero {
-        1
-    } else {
-        0
-    })
+/// Run the command line `args` (including the program name) with the process's stdin.
+pub fn run<I, T>(args: I, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    run_with_stdin(args, &mut std::io::stdin().lock(), stdout, stderr)
 }

@@ -219,6 +219,7 @@ impl Lowerer<'_> {
     fn new_buffer(&mut self, name: &str, memory: Memory, owner: Owner, tracked: bool) -> BufferId {
         let id = self.b.add_buffer(Buffer {
             name: name.to_string(),
+            spelled: streamlint_graph::is_dotted_name(name),
             memory,
             owner,
         });

@@ -9,7 +9,9 @@ pub(super) const SPELLING: Spelling = Spelling {
     record_stream: None,
     wait_stream: join_call,
     line_comment: "//",
-    statement_end: Some(";"),
+    statement_end: ";",
+    wait_can_fail: true,
+    stream_block: None,
 };
 
 /// `waiter.join(&waitee)?`: cudarc's way to order one stream after the work queued on another.

@@ -1,0 +1,350 @@
+//! `streamlint check`: files or stdin in, findings (or fixes, or a diff) out.
+
+use std::fs::File;
+use std::io::{self, IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+
+use streamlint_linter::{
+    applicable, check_files, check_source, discover, fix_source, Config, ConfigError, Selection,
+    Settings,
+};
+use streamlint_render::{render, statistics, FileFindings, Format, RenderOptions};
+use streamlint_rules::Finding;
+
+use crate::CheckArgs;
+
+/// One checked text and what remains to report about it.
+struct Checked {
+    path: String,
+    source: String,
+    findings: Vec<Finding>,
+}
+
+/// What fixing did over the run.
+#[derive(Default)]
+struct FixTally {
+    /// Fixes applied (or, with `--diff`, that would be).
+    applied: usize,
+    /// Files whose fixed text could not be written.
+    write_errors: usize,
+}
+
+pub fn check(
+    args: CheckArgs,
+    stdin: &mut dyn Read,
+    stdout: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> io::Result<i32> {
+    let unknown = Selection {
+        select: args.select.clone(),
+        ignore: args.ignore.clone(),
+    }
+    .unknown_patterns();
+    if !unknown.is_empty() {
+        writeln!(
+            stderr,
+            "error: unknown rule selector(s): {}; `streamlint rules` lists the codes",
+            unknown.join(", ")
+        )?;
+        return Ok(2);
+    }
+    let from_stdin = args.paths.iter().any(|p| p == Path::new("-"))
+        || (args.paths.is_empty() && args.stdin_filename.is_some());
+    if from_stdin && args.paths.len() > 1 {
+        writeln!(
+            stderr,
+            "error: `-` (stdin) cannot be combined with other paths"
+        )?;
+        return Ok(2);
+    }
+    let mut file_out;
+    let out: &mut dyn Write = match &args.output_file {
+        Some(path) => match File::create(path) {
+            Ok(f) => {
+                file_out = io::BufWriter::new(f);
+                &mut file_out
+            }
+            Err(e) => {
+                writeln!(
+                    stderr,
+                    "error: {}: cannot write the output: {e}",
+                    path.display()
+                )?;
+                return Ok(2);
+            }
+        },
+        None => stdout,
+    };
+    if from_stdin {
+        check_stdin(&args, stdin, out, stderr)
+    } else {
+        check_paths(&args, out, stderr)
+    }
+}
+
+/// The settings for a run: the configuration file's (found from `anchor` upward), with the
+/// command line on top.
+fn settings(args: &CheckArgs, anchor: &Path) -> Result<Settings, ConfigError> {
+    let config = if args.isolated {
+        None
+    } else if let Some(file) = &args.config {
+        Some(Config::load(file)?)
+    } else {
+        Config::discover(anchor)?
+    };
+    let mut settings = Settings::from_config(config.as_ref())?;
+    if !args.select.is_empty() {
+        settings.selection.select = args.select.clone();
+    }
+    if !args.ignore.is_empty() {
+        settings.selection.ignore = args.ignore.clone();
+    }
+    if args.no_respect_gitignore {
+        settings.respect_gitignore = false;
+    }
+    Ok(settings)
+}
+
+fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) -> io::Result<i32> {
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from(".")]
+    } else {
+        args.paths.clone()
+    };
+    let settings = match settings(args, &paths[0]) {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(stderr, "error: {e}")?;
+            return Ok(2);
+        }
+    };
+    let found = discover(&paths, &settings);
+    for missing in &found.missing {
+        writeln!(
+            stderr,
+            "error: {}: no such file or directory",
+            missing.display()
+        )?;
+    }
+    let mut tally = FixTally::default();
+    let mut checked = Vec::new();
+    for report in check_files(&found.files, &settings) {
+        let path = display_path(&report.path);
+        let wants_fix = (args.fix || args.diff)
+            && report
+                .findings
+                .iter()
+                .any(|f| applicable(f, args.unsafe_fixes));
+        if !wants_fix {
+            checked.push(Checked {
+                path,
+                source: report.source,
+                findings: report.findings,
+            });
+            continue;
+        }
+        let fixed = fix_source(&report.path, &report.source, &settings, args.unsafe_fixes);
+        tally.applied += fixed.applied.len();
+        if args.diff {
+            write_diff(out, &path, &report.source, &fixed.source)?;
+            checked.push(Checked {
+                path,
+                source: report.source,
+                findings: report.findings,
+            });
+        } else if let Err(e) = std::fs::write(&report.path, &fixed.source) {
+            writeln!(stderr, "error: {path}: cannot write the fixed file: {e}")?;
+            tally.write_errors += 1;
+            checked.push(Checked {
+                path,
+                source: report.source,
+                findings: report.findings,
+            });
+        } else {
+            checked.push(Checked {
+                path,
+                source: fixed.source,
+                findings: fixed.remaining,
+            });
+        }
+    }
+    let failed = !found.missing.is_empty() || tally.write_errors > 0;
+    if args.diff {
+        writeln!(stderr, "{}", would_fix_line(tally.applied))?;
+        return Ok(if failed {
+            2
+        } else {
+            i32::from(tally.applied > 0)
+        });
+    }
+    report(args, &checked, found.files.len(), &tally, out)?;
+    let any = checked.iter().any(|c| !c.findings.is_empty());
+    Ok(if failed {
+        2
+    } else {
+        i32::from(any && !args.exit_zero)
+    })
+}
+
+fn check_stdin(
+    args: &CheckArgs,
+    stdin: &mut dyn Read,
+    out: &mut dyn Write,
+    stderr: &mut dyn Write,
+) -> io::Result<i32> {
+    let name = args
+        .stdin_filename
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("-"));
+    let mut bytes = Vec::new();
+    stdin.read_to_end(&mut bytes)?;
+    let Ok(source) = String::from_utf8(bytes) else {
+        writeln!(
+            stderr,
+            "error: {}: the input is not valid UTF-8",
+            name.display()
+        )?;
+        return Ok(2);
+    };
+    let anchor = match name.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let settings = match settings(args, &anchor) {
+        Ok(s) => s,
+        Err(e) => {
+            writeln!(stderr, "error: {e}")?;
+            return Ok(2);
+        }
+    };
+    let path = name.to_string_lossy().into_owned();
+    let findings = check_source(&name, &source, &settings);
+    let mut tally = FixTally::default();
+    if args.fix || args.diff {
+        let fixed = fix_source(&name, &source, &settings, args.unsafe_fixes);
+        tally.applied = fixed.applied.len();
+        if args.diff {
+            write_diff(out, &path, &source, &fixed.source)?;
+            writeln!(stderr, "{}", would_fix_line(tally.applied))?;
+            return Ok(i32::from(tally.applied > 0));
+        }
+        // The fixed source is the output (an editor or a pipe replaces the buffer with it);
+        // what remains goes to stderr.
+        out.write_all(fixed.source.as_bytes())?;
+        let remaining = [Checked {
+            path,
+            source: fixed.source,
+            findings: fixed.remaining,
+        }];
+        report(args, &remaining, 1, &tally, stderr)?;
+        let any = !remaining[0].findings.is_empty();
+        return Ok(i32::from(any && !args.exit_zero));
+    }
+    let checked = [Checked {
+        path,
+        source,
+        findings,
+    }];
+    report(args, &checked, 1, &tally, out)?;
+    Ok(i32::from(
+        !checked[0].findings.is_empty() && !args.exit_zero,
+    ))
+}
+
+/// Print the findings (or their statistics) in the requested format, with the closing summary
+/// for people.
+fn report(
+    args: &CheckArgs,
+    checked: &[Checked],
+    files_checked: usize,
+    tally: &FixTally,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    let format = Format::parse(&args.output_format).unwrap_or(Format::Full);
+    let files: Vec<FileFindings<'_>> = checked
+        .iter()
+        .filter(|c| !c.findings.is_empty())
+        .map(|c| FileFindings {
+            path: &c.path,
+            source: &c.source,
+            findings: &c.findings,
+        })
+        .collect();
+    if args.statistics {
+        return statistics(&files, format, out);
+    }
+    let base_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    let color = format == Format::Full
+        && args.output_file.is_none()
+        && io::stdout().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none();
+    render(
+        format,
+        &files,
+        &RenderOptions {
+            color,
+            base_dir: &base_dir,
+        },
+        out,
+    )?;
+    if format == Format::Full {
+        let findings: Vec<&Finding> = files.iter().flat_map(|f| f.findings.iter()).collect();
+        let summary = streamlint_render::summary_line(findings.len(), files_checked);
+        if tally.applied > 0 {
+            let s = if tally.applied == 1 { "" } else { "es" };
+            writeln!(out, "Applied {} fix{s}. {summary}", tally.applied)?;
+        } else {
+            writeln!(out, "{summary}")?;
+        }
+        if let Some(hint) = fix_hint(&findings, args.unsafe_fixes) {
+            writeln!(out, "{hint}")?;
+        }
+    }
+    Ok(())
+}
+
+/// How many findings `--fix` would fix, and how many more `--unsafe-fixes` would.
+fn fix_hint(findings: &[&Finding], unsafe_fixes: bool) -> Option<String> {
+    let safe = findings
+        .iter()
+        .filter(|f| applicable(f, unsafe_fixes))
+        .count();
+    let hidden = findings.iter().filter(|f| applicable(f, true)).count() - safe;
+    let more = match hidden {
+        0 => String::new(),
+        n => format!(" ({n} more with `--unsafe-fixes`)"),
+    };
+    match (safe, hidden) {
+        (0, 0) => None,
+        (0, _) => Some(format!("No fix is safe to apply without review{more}.")),
+        (n, _) => Some(format!("[*] {n} fixable with `--fix`{more}.")),
+    }
+}
+
+fn would_fix_line(n: usize) -> String {
+    match n {
+        0 => "No fixes available.".into(),
+        1 => "Would apply 1 fix.".into(),
+        n => format!("Would apply {n} fixes."),
+    }
+}
+
+/// A unified diff of one file's fixes, in the form `patch` and `git apply` take.
+fn write_diff(out: &mut dyn Write, path: &str, before: &str, after: &str) -> io::Result<()> {
+    if before == after {
+        return Ok(());
+    }
+    let diff = similar::TextDiff::from_lines(before, after);
+    let unified = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{path}"), &format!("b/{path}"))
+        .to_string();
+    out.write_all(unified.as_bytes())
+}
+
+/// A path as the user wrote it, without the `./` that walking `.` puts in front.
+fn display_path(path: &Path) -> String {
+    let text = path.to_string_lossy();
+    text.strip_prefix("./").unwrap_or(&text).to_string()
+}

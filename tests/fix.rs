@@ -1,0 +1,212 @@
+//! `--fix`, `--diff`, `--unsafe-fixes`, stdin and the reporting options, end to end.
+
+use std::path::Path;
+
+mod support;
+
+use support::{repo_root, run, run_stdin, Scratch};
+
+/// Copies fixtures into a scratch project and returns their paths there.
+fn project(name: &str, fixtures: &[&str]) -> (Scratch, Vec<String>) {
+    let dir = Scratch::new(&format!("fix-{name}"));
+    let paths = fixtures
+        .iter()
+        .map(|rel| {
+            let from = repo_root().join("fixtures").join(rel);
+            let to = dir.join(Path::new(rel).file_name().unwrap());
+            std::fs::copy(&from, &to).unwrap();
+            to.to_string_lossy().into_owned()
+        })
+        .collect();
+    (dir, paths)
+}
+
+const PY_FIXABLE: &[&str] = &[
+    "python/SL001/bad_kv_offload_del_block.py",
+    "python/SL003/bad_self_wait_inside_block.py",
+    "python/SL003/bad_current_reads_side_output.py",
+    "python/SL008/bad_set_stream_early_return.py",
+];
+
+#[test]
+fn fix_rewrites_files_until_the_fixed_findings_are_gone() {
+    let (dir, paths) = project("python", PY_FIXABLE);
+    let (code, out, err) = run(&[
+        "check",
+        "--isolated",
+        "--output-format",
+        "concise",
+        &dir.to_string_lossy(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(out.lines().count(), 4, "{out}");
+    let (code, out, err) = run(&["check", "--isolated", "--fix", &dir.to_string_lossy()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("Applied 4 fixes"), "{out}");
+    let text = |i: usize| std::fs::read_to_string(&paths[i]).unwrap();
+    assert!(
+        text(0).contains(
+            "            block.record_stream(self.offload_stream)\n            host.copy_(block"
+        ),
+        "{}",
+        text(0)
+    );
+    assert!(
+        text(1).contains("        self.cast_stream.wait_stream(torch.cuda.current_stream())"),
+        "{}",
+        text(1)
+    );
+    assert!(
+        text(2).contains("torch.cuda.current_stream().wait_stream(self.router_stream)"),
+        "{}",
+        text(2)
+    );
+    assert!(
+        text(3).contains("    with torch.cuda.stream(prefill_stream):"),
+        "{}",
+        text(3)
+    );
+    assert!(!text(3).contains("torch.cuda.set_stream("), "{}", text(3));
+    let (code, out, _) = run(&["check", "--isolated", &dir.to_string_lossy()]);
+    assert_eq!(code, 0, "the fixed project is clean:\n{out}");
+}
+
+#[test]
+fn diff_shows_the_fixes_and_changes_nothing() {
+    let (dir, paths) = project("diff", PY_FIXABLE);
+    let before: Vec<String> = paths
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    let (code, out, err) = run(&["check", "--isolated", "--diff", &dir.to_string_lossy()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("+            block.record_stream(self.offload_stream)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("-    torch.cuda.set_stream(prefill_stream)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("--- a/") && out.contains("+++ b/") && out.contains("@@ "),
+        "{out}"
+    );
+    assert!(err.contains("Would apply 4 fixes"), "{err}");
+    let after: Vec<String> = paths
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect();
+    assert_eq!(before, after);
+    let clean = repo_root().join("fixtures/python/SL001/good_aux_head_record_both_ways.py");
+    let (code, out, _) = run(&["check", "--isolated", "--diff", &clean.to_string_lossy()]);
+    assert_eq!((code, out.as_str()), (0, ""));
+}
+
+#[test]
+fn unsafe_fixes_need_the_flag() {
+    let (dir, paths) = project("unsafe", &["rust/SL003/bad_untracked_pipeline_no_join.rs"]);
+    let original = std::fs::read_to_string(&paths[0]).unwrap();
+    let (code, out, _) = run(&["check", "--isolated", "--fix", &dir.to_string_lossy()]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("(1 more with `--unsafe-fixes`)"), "{out}");
+    assert_eq!(std::fs::read_to_string(&paths[0]).unwrap(), original);
+    let (code, out, _) = run(&[
+        "check",
+        "--isolated",
+        "--fix",
+        "--unsafe-fixes",
+        &dir.to_string_lossy(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(std::fs::read_to_string(&paths[0])
+        .unwrap()
+        .contains(".join(&"));
+}
+
+#[test]
+fn stdin_is_checked_under_the_given_name_and_fixed_to_stdout() {
+    let source = std::fs::read_to_string(repo_root().join("fixtures").join(PY_FIXABLE[0])).unwrap();
+    let (code, out, _) = run_stdin(
+        &[
+            "check",
+            "--isolated",
+            "--output-format",
+            "concise",
+            "--stdin-filename",
+            "pkg/kv.py",
+            "-",
+        ],
+        &source,
+    );
+    assert_eq!(code, 1);
+    assert!(out.starts_with("pkg/kv.py:20:9: SL001 "), "{out}");
+    let (code, out, err) = run_stdin(
+        &["check", "--isolated", "--fix", "--stdin-filename", "kv.py"],
+        &source,
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("block.record_stream(self.offload_stream)") && out.len() > source.len(),
+        "{out}"
+    );
+    assert!(err.contains("Applied 1 fix"), "{err}");
+    let (code, _, err) = run_stdin(&["check", "--isolated", "-"], "\u{0}\u{ff}");
+    assert_eq!(
+        code, 0,
+        "NUL and non-ASCII text is valid UTF-8 and holds no stream code: {err}"
+    );
+}
+
+#[test]
+fn statistics_and_output_file() {
+    let (dir, _) = project("stats", PY_FIXABLE);
+    let (code, out, _) = run(&[
+        "check",
+        "--isolated",
+        "--statistics",
+        &dir.to_string_lossy(),
+    ]);
+    assert_eq!(code, 1);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines[0]
+            .trim_start()
+            .starts_with("2  SL003  [*] missing-stream-wait"),
+        "{out}"
+    );
+    let report = dir.join("report.json");
+    let (code, out, _) = run(&[
+        "check",
+        "--isolated",
+        "--output-format",
+        "json",
+        "--output-file",
+        &report.to_string_lossy(),
+        &dir.to_string_lossy(),
+    ]);
+    assert_eq!((code, out.as_str()), (1, ""));
+    let items: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    assert_eq!(items.as_array().map(Vec::len), Some(4));
+}
+
+#[test]
+fn rules_are_listed_as_json_for_tools() {
+    let (code, out, _) = run(&["rules", "--output-format", "json"]);
+    assert_eq!(code, 0);
+    let rules: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let sl001 = rules
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["code"] == "SL001")
+        .unwrap();
+    assert_eq!(sl001["name"], "missing-record-stream");
+    assert!(sl001["explanation"]
+        .as_str()
+        .unwrap()
+        .contains("## Why is this bad?"));
+    assert!(sl001["url"].as_str().unwrap().ends_with("rules/SL001.md"));
+}
