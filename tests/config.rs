@@ -218,3 +218,35 @@ fn malformed_configuration_is_an_error_naming_file_line_and_key() {
         "{err}"
     );
 }
+
+#[test]
+fn force_exclude_applies_excludes_to_files_named_explicitly() {
+    let dir = project("force");
+    write(&dir.join("streamlint.toml"), "extend-exclude = [\"gen\"]\n");
+    let generated = dir.join("pkg/gen/model.py");
+    write(&generated, BUGGY);
+    let file = generated.to_string_lossy().into_owned();
+    let (code, out, _) = run(&["check", "--output-format", "concise", &file]);
+    assert_eq!(code, 1, "a file named explicitly is checked: {out}");
+    let (code, out, _) = run(&[
+        "check",
+        "--force-exclude",
+        "--output-format",
+        "concise",
+        &file,
+    ]);
+    assert_eq!((code, out.as_str()), (0, ""), "--force-exclude skips it");
+    let stdin_name = dir.join("pkg/gen/other.py").to_string_lossy().into_owned();
+    let (code, out, _) = support::run_stdin(
+        &[
+            "check",
+            "--force-exclude",
+            "--output-format",
+            "concise",
+            "--stdin-filename",
+            &stdin_name,
+        ],
+        BUGGY,
+    );
+    assert_eq!((code, out.as_str()), (0, ""), "and stdin named into it");
+}

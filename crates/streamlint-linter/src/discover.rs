@@ -20,8 +20,10 @@ fn is_virtualenv(dir: &Path) -> bool {
     dir.join("pyvenv.cfg").is_file()
 }
 
-/// Python files under `paths`. Files named explicitly are always checked; under directories,
-/// excluded paths and virtual environments are skipped.
+/// Python and Rust files under `paths`. Files named explicitly are checked unless
+/// `settings.force_exclude` (a hook or an editor passes every changed file, and the project's
+/// excludes must still hold); under directories, excluded paths and virtual environments are
+/// skipped.
 pub fn discover(paths: &[PathBuf], settings: &Settings) -> Discovery {
     let respect_gitignore = settings.respect_gitignore;
     let mut out = Discovery::default();
@@ -31,7 +33,9 @@ pub fn discover(paths: &[PathBuf], settings: &Settings) -> Discovery {
             continue;
         }
         if root.is_file() {
-            out.files.push(root.clone());
+            if !(settings.force_exclude && settings.excludes_file(root)) {
+                out.files.push(root.clone());
+            }
             continue;
         }
         // The walker's filter must own what it uses.

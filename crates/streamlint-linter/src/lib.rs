@@ -32,6 +32,8 @@ pub struct Settings {
     pub root: PathBuf,
     /// Paths not checked when found under a directory (files named explicitly are checked).
     pub exclude: GlobSet,
+    /// Apply `exclude` to files named explicitly too (for hooks and editors that pass files).
+    pub force_exclude: bool,
     /// Codes not reported in files matching a pattern.
     pub per_file_ignores: Vec<(GlobSet, Vec<String>)>,
     /// The project's own API names: files mentioning them are parsed too.
@@ -61,6 +63,7 @@ impl Settings {
                 selection: Selection::default(),
                 api,
                 respect_gitignore: true,
+                force_exclude: false,
                 root,
                 exclude,
                 per_file_ignores: Vec::new(),
@@ -81,6 +84,7 @@ impl Settings {
         Ok(Settings {
             selection,
             respect_gitignore: config.options.respect_gitignore.unwrap_or(true),
+            force_exclude: false,
             root: std::path::absolute(config.root())
                 .unwrap_or_else(|_| config.root().to_path_buf()),
             exclude,
@@ -102,6 +106,14 @@ impl Settings {
     /// Is a path found under a checked directory excluded?
     pub fn is_excluded(&self, path: &Path) -> bool {
         self.exclude.is_match(self.relative(path).as_ref())
+    }
+
+    /// Is a file named explicitly excluded, by a pattern for it or for a folder it is in?
+    pub fn excludes_file(&self, path: &Path) -> bool {
+        self.relative(path)
+            .ancestors()
+            .filter(|p| !p.as_os_str().is_empty())
+            .any(|p| self.exclude.is_match(p))
     }
 
     /// Does a per-file ignore turn `code` off in `path`? (For callers of `check_source`, which

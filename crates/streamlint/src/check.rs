@@ -102,6 +102,7 @@ fn settings(args: &CheckArgs, anchor: &Path) -> Result<Settings, ConfigError> {
     if args.no_respect_gitignore {
         settings.respect_gitignore = false;
     }
+    settings.force_exclude = args.force_exclude;
     Ok(settings)
 }
 
@@ -218,6 +219,13 @@ fn check_stdin(
         }
     };
     let path = name.to_string_lossy().into_owned();
+    if settings.force_exclude && settings.excludes_file(&name) {
+        // Excluded: nothing to report, and a fixing pipe gets its text back unchanged.
+        if args.fix {
+            out.write_all(source.as_bytes())?;
+        }
+        return Ok(0);
+    }
     let findings = check_source(&name, &source, &settings);
     let mut tally = FixTally::default();
     if args.fix || args.diff {

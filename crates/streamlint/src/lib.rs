@@ -79,6 +79,10 @@ struct CheckArgs {
     /// Check files that .gitignore excludes too.
     #[arg(long)]
     no_respect_gitignore: bool,
+    /// Apply the configured excludes to files named on the command line too (for pre-commit
+    /// and other tools that pass every changed file).
+    #[arg(long)]
+    force_exclude: bool,
     /// Use this configuration file (a `streamlint.toml` or a `pyproject.toml`) instead of the
     /// one found from the checked path upward.
     #[arg(long, value_name = "FILE", conflicts_with = "isolated")]
