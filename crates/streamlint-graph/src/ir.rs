@@ -368,6 +368,16 @@ impl Body {
         &self.ops[id.index()]
     }
     /// Every op in storage order (not control-flow order).
+    /// Does any op of the body satisfy `pred`?
+    pub fn has_op(&self, pred: impl Fn(&OpKind) -> bool) -> bool {
+        self.ops.iter().any(|op| pred(&op.kind))
+    }
+
+    /// Does the body use a stream besides the ambient one?
+    pub fn has_other_streams(&self) -> bool {
+        self.streams.len() > 1
+    }
+
     pub fn ops_iter(&self) -> impl Iterator<Item = (OpId, &Op)> {
         self.ops
             .iter()

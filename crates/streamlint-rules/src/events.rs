@@ -1,7 +1,7 @@
 //! SL006 wait-before-record: a wait on an event no record reaches. PyTorch creates the CUDA
 //! event on the first record, so such a wait silently does nothing.
 
-use streamlint_graph::{EventId, Op, OpId, OpKind, Recorded, State, StreamId};
+use streamlint_graph::{Body, EventId, Op, OpId, OpKind, Recorded, State, StreamId};
 
 use crate::{Context, Finding, Label, Rule, Severity, Subject};
 
@@ -10,6 +10,11 @@ pub struct WaitBeforeRecord;
 impl Rule for WaitBeforeRecord {
     fn code(&self) -> &'static str {
         "SL006"
+    }
+
+    fn applies_to(&self, body: &Body) -> bool {
+        // Events only.
+        !body.events.is_empty()
     }
 
     fn visit(&self, cx: &mut Context<'_>, id: OpId, op: &Op, state: &State) {

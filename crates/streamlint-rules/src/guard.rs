@@ -1,7 +1,7 @@
 //! SL010 sync-guard-dropped-early: the guard that orders raw work on a buffer with its stream is
 //! gone before the raw work is enqueued, so the ordering it records refers to nothing.
 
-use streamlint_graph::{Op, OpId, OpKind, State};
+use streamlint_graph::{Body, Op, OpId, OpKind, State};
 
 use crate::{Context, Finding, Label, Rule, Severity, Subject};
 
@@ -10,6 +10,11 @@ pub struct SyncGuardDroppedEarly;
 impl Rule for SyncGuardDroppedEarly {
     fn code(&self) -> &'static str {
         "SL010"
+    }
+
+    fn applies_to(&self, body: &Body) -> bool {
+        // Pointer guards only.
+        body.has_op(|k| matches!(k, OpKind::GuardTaken { .. }))
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {

@@ -2,7 +2,7 @@
 //! copying into (a `non_blocking` device-to-host copy) or out of (a pending `non_blocking`
 //! host-to-device copy from pinned memory).
 
-use streamlint_graph::{Memory, Op, OpId, OpKind, State};
+use streamlint_graph::{Body, Memory, Op, OpId, OpKind, State};
 
 use crate::{Context, Finding, Label, Rule, Severity};
 
@@ -11,6 +11,11 @@ pub struct UnsynchronizedHostAccess;
 impl Rule for UnsynchronizedHostAccess {
     fn code(&self) -> &'static str {
         "SL007"
+    }
+
+    fn applies_to(&self, body: &Body) -> bool {
+        // Host memory only.
+        body.buffers.iter().any(|b| b.memory != Memory::Device)
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {

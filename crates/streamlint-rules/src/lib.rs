@@ -262,6 +262,9 @@ impl<'b> Context<'b> {
 /// A rule visits every reachable op with the state before it, then may look at the body once.
 trait Rule {
     fn code(&self) -> &'static str;
+    /// Could the rule report anything in `body`? Bodies no enabled rule applies to are not
+    /// analysed at all (most functions of a file run all their work on one stream).
+    fn applies_to(&self, body: &Body) -> bool;
     fn visit(&self, cx: &mut Context<'_>, id: OpId, op: &Op, state: &State);
     fn finish(&self, _cx: &mut Context<'_>) {}
 }
@@ -300,8 +303,11 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
         &worker::CudaInDataloaderWorker,
         &guard::SyncGuardDroppedEarly,
     ];
-    let rules: Vec<&dyn Rule> = all.into_iter().filter(|r| enabled(r.code())).collect();
-    if rules.is_empty() || (body.ops.is_empty() && body.streams.len() == 1) {
+    let rules: Vec<&dyn Rule> = all
+        .into_iter()
+        .filter(|r| enabled(r.code()) && r.applies_to(body))
+        .collect();
+    if rules.is_empty() {
         return Vec::new();
     }
     let analysis = Analysis::run(body);

@@ -2,7 +2,8 @@
 //! that stream's work may still be pending.
 
 use streamlint_graph::{
-    BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, ReleaseCause, Span, State, StreamId,
+    Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, ReleaseCause, Span, State,
+    StreamId,
 };
 
 use crate::{
@@ -14,6 +15,11 @@ pub struct MissingRecordStream;
 impl Rule for MissingRecordStream {
     fn code(&self) -> &'static str {
         "SL001"
+    }
+
+    fn applies_to(&self, body: &Body) -> bool {
+        // Memory is only at risk when another stream uses it.
+        body.has_other_streams()
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {

@@ -2,7 +2,7 @@
 //! write) with no ordering edge in between; and waits that order nothing.
 
 use streamlint_graph::{
-    BufferId, EscapeKind, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin,
+    Body, BufferId, EscapeKind, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin,
 };
 
 use crate::{
@@ -14,6 +14,11 @@ pub struct MissingStreamWait;
 impl Rule for MissingStreamWait {
     fn code(&self) -> &'static str {
         "SL003"
+    }
+
+    fn applies_to(&self, body: &Body) -> bool {
+        // Ordering is only missing between two streams.
+        body.has_other_streams()
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {

@@ -14,6 +14,11 @@ impl Rule for RecordStreamWrongStream {
         "SL002"
     }
 
+    fn applies_to(&self, body: &Body) -> bool {
+        // Judges `record_stream` calls and raw work under pointer guards.
+        body.has_op(|k| matches!(k, OpKind::RecordStream { .. } | OpKind::Raw { .. }))
+    }
+
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
         if let OpKind::Raw { buffer, stream, .. } = op.kind {
             return guard_on_other_stream(cx, buffer, stream, op, state);

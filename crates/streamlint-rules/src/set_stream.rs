@@ -1,6 +1,6 @@
 //! SL008 unrestored-set-stream: `set_stream` that is not undone on every path.
 
-use streamlint_graph::{Op, OpId, OpKind, State, StreamId};
+use streamlint_graph::{Body, Op, OpId, OpKind, State, StreamId};
 
 use crate::{Applicability, Context, Edit, Finding, Fix, Rule, Severity};
 
@@ -9,6 +9,11 @@ pub struct UnrestoredSetStream;
 impl Rule for UnrestoredSetStream {
     fn code(&self) -> &'static str {
         "SL008"
+    }
+
+    fn applies_to(&self, body: &Body) -> bool {
+        // `set_stream` calls only.
+        body.has_op(|k| matches!(k, OpKind::SetStream { .. }))
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, _state: &State) {

@@ -1,7 +1,7 @@
 //! SL005 temporary-stream: work on a stream nothing can wait on or order (a stream expression
 //! never bound to a name), and streams created once when the code is loaded.
 
-use streamlint_graph::{EscapeKind, Op, OpId, OpKind, State, StreamId, StreamOrigin};
+use streamlint_graph::{Body, EscapeKind, Op, OpId, OpKind, State, StreamId, StreamOrigin};
 
 use crate::{Context, Finding, Label, Rule, Severity, Subject};
 
@@ -10,6 +10,11 @@ pub struct TemporaryStream;
 impl Rule for TemporaryStream {
     fn code(&self) -> &'static str {
         "SL005"
+    }
+
+    fn applies_to(&self, body: &Body) -> bool {
+        // Streams made or ended here.
+        body.has_other_streams() || body.has_op(|k| matches!(k, OpKind::EndStream { .. }))
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {

@@ -2,7 +2,7 @@
 //! whose result is used elsewhere without a wait, or freed without `record_stream` of the stream
 //! that consumed it.
 
-use streamlint_graph::{BufferId, EscapeKind, Op, OpId, OpKind, State, StreamId};
+use streamlint_graph::{Body, BufferId, EscapeKind, Op, OpId, OpKind, State, StreamId};
 
 use crate::{
     is_side_stream_transfer, released_at_scope_end, transfer_lifetime_is_sl004, Context, Finding,
@@ -14,6 +14,11 @@ pub struct TransferInSideStream;
 impl Rule for TransferInSideStream {
     fn code(&self) -> &'static str {
         "SL004"
+    }
+
+    fn applies_to(&self, body: &Body) -> bool {
+        // A side stream is needed.
+        body.has_other_streams()
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {

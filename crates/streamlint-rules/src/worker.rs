@@ -1,7 +1,7 @@
 //! SL009 cuda-in-dataloader-worker: device work in code that runs in a process where the device
 //! must not be used (forked data-loading workers cannot initialise CUDA).
 
-use streamlint_graph::{Memory, Op, OpId, OpKind, Production, Span, State, StreamOrigin};
+use streamlint_graph::{Body, Memory, Op, OpId, OpKind, Production, Span, State, StreamOrigin};
 
 use crate::{Context, Finding, Rule, Severity, Subject};
 
@@ -10,6 +10,11 @@ pub struct CudaInDataloaderWorker;
 impl Rule for CudaInDataloaderWorker {
     fn code(&self) -> &'static str {
         "SL009"
+    }
+
+    fn applies_to(&self, body: &Body) -> bool {
+        // Worker-process code only.
+        body.device_forbidden.is_some()
     }
 
     fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, _state: &State) {
