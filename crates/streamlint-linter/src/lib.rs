@@ -134,6 +134,54 @@ impl Settings {
     }
 }
 
+/// Drops the fixes that do not fit `source` or that leave it unparsable (an insertion before a
+/// line that continues a statement). Fixes are tried together, one parse for all of them in the
+/// usual case; a group that fails is split in halves, so a large file with many findings costs
+/// a few parses, not one per fix.
+fn keep_fixes_that_parse(findings: &mut [Finding], source: &str, language: Language) {
+    let mut candidates = Vec::new();
+    for (i, f) in findings.iter_mut().enumerate() {
+        match f.fix.as_ref().map(|fix| fix.try_text_edits(source)) {
+            Some(Some(edits)) => candidates.push((i, edits)),
+            Some(None) => f.fix = None,
+            None => {}
+        }
+    }
+    let mut broken = Vec::new();
+    find_broken_fixes(&candidates, source, language, &mut broken);
+    for i in broken {
+        findings[i].fix = None;
+    }
+}
+
+/// Collects into `broken` the fixes of `group` that break the syntax on their own.
+fn find_broken_fixes(
+    group: &[(usize, Vec<streamlint_rules::TextEdit>)],
+    source: &str,
+    language: Language,
+    broken: &mut Vec<usize>,
+) {
+    if group.is_empty() {
+        return;
+    }
+    let mut edits: Vec<streamlint_rules::TextEdit> =
+        group.iter().flat_map(|(_, e)| e.iter().cloned()).collect();
+    edits.sort_by_key(|e| (e.start, e.end));
+    edits.dedup();
+    let overlapping = edits.windows(2).any(|w| w[1].start < w[0].end);
+    if !overlapping && language.parses(&streamlint_rules::apply_edits(source, &edits)) {
+        return;
+    }
+    if let [(i, _)] = group {
+        // Alone, its edits are exactly the ones that just failed.
+        broken.push(*i);
+        return;
+    }
+    let (left, right) = group.split_at(group.len() / 2);
+    find_broken_fixes(left, source, language, broken);
+    find_broken_fixes(right, source, language, broken);
+}
+
 /// The result of checking one file.
 #[derive(Debug)]
 pub struct FileReport {
@@ -251,18 +299,7 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
         .iter()
         .flat_map(|b| streamlint_rules::check_body(b, &enabled))
         .collect();
-    // A fix is offered only if it fits the source and the file still parses with it (an
-    // insertion before a line that continues a statement would not).
-    for f in &mut findings {
-        let fits = |fix: &streamlint_rules::Fix| {
-            fix.try_text_edits(source).is_some_and(|edits| {
-                language.parses(&streamlint_rules::apply_edits(source, &edits))
-            })
-        };
-        if f.fix.as_ref().is_some_and(|fix| !fits(fix)) {
-            f.fix = None;
-        }
-    }
+    keep_fixes_that_parse(&mut findings, source, language);
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
     let mut findings = suppress::apply(

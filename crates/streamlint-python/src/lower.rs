@@ -87,6 +87,17 @@ impl Value {
         out
     }
 
+    /// Does the value hold `buffer` (a caller's value included)? Asked of every name at each
+    /// assignment, so it allocates nothing.
+    fn holds(&self, buffer: BufferId) -> bool {
+        match self {
+            Value::Tensors(b) | Value::Storage(b) => b.contains(&buffer),
+            Value::Param(b) => *b == buffer,
+            Value::Group(items) => items.iter().any(|v| v.holds(buffer)),
+            _ => false,
+        }
+    }
+
     /// Buffers known to be tensors made in this body.
     fn local_tensors(&self) -> Vec<BufferId> {
         let mut out = Vec::new();
@@ -242,6 +253,8 @@ pub struct Lowerer<'a> {
     /// `pad_sequence(..)` of untracked lists).
     unplaced: HashSet<BufferId>,
     entry_ops: Vec<(OpKind, Span)>,
+    /// Buffers some site has produced already: only those can have a previous instance.
+    produced: HashSet<BufferId>,
     /// The name being assigned, to give a created stream a readable name.
     binding: Option<String>,
     /// The value being assigned was just computed by the statement (so `a, b = op(..)` may
@@ -302,6 +315,7 @@ impl<'a> Lowerer<'a> {
             confirmed: HashSet::new(),
             unplaced: HashSet::new(),
             entry_ops: Vec::new(),
+            produced: HashSet::new(),
             binding: None,
             fresh_value: false,
         };
@@ -509,7 +523,8 @@ impl<'a> Lowerer<'a> {
     /// Before a site makes a new instance (a loop's next iteration), names that still hold the
     /// previous one are moved to a buffer of their own, so the two are not confused.
     fn new_instance(&mut self, buffer: BufferId, span: Span) {
-        if !self.env.values().any(|v| v.buffers().contains(&buffer)) {
+        // A site's first instance has no predecessor; skip the scan of every name.
+        if self.produced.insert(buffer) || !self.env.values().any(|v| v.holds(buffer)) {
             return;
         }
         let b = self.b.body().buffer(buffer).clone();
@@ -675,7 +690,7 @@ impl<'a> Lowerer<'a> {
             let held = self
                 .env
                 .iter()
-                .any(|(k, v)| k.starts_with("self.") && v.buffers().contains(&buffer));
+                .any(|(k, v)| k.starts_with("self.") && v.holds(buffer));
             if held {
                 self.b.push(
                     OpKind::Escape {
@@ -693,7 +708,7 @@ impl<'a> Lowerer<'a> {
     fn held_elsewhere(&self, buffer: BufferId, except: &str) -> bool {
         self.env
             .iter()
-            .any(|(k, v)| k != except && v.buffers().contains(&buffer))
+            .any(|(k, v)| k != except && v.holds(buffer))
     }
 
     /// Release what a name held when it is deleted or rebound (unless it is kept by the new
