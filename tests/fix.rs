@@ -210,3 +210,24 @@ fn rules_are_listed_as_json_for_tools() {
         .contains("## Why is this bad?"));
     assert!(sl001["url"].as_str().unwrap().ends_with("rules/SL001.md"));
 }
+
+/// A stream that is a parameter (maybe `None` by default) or a name bound on some paths only
+/// is not written into code by `--fix`: `wait_stream(None)` or an unbound name would raise.
+#[test]
+fn waits_on_streams_that_may_be_unbound_need_review() {
+    let dir = Scratch::new("fix-unbound");
+    let optional = "import torch\n\n\ndef lora_a(x: torch.Tensor, weight: torch.Tensor, out_alloc_stream=None) -> torch.Tensor:\n    if out_alloc_stream is not None:\n        with torch.cuda.stream(out_alloc_stream):\n            output = torch.empty(x.shape[0], weight.shape[0], device=x.device)\n    else:\n        output = torch.empty(x.shape[0], weight.shape[0], device=x.device)\n    torch.matmul(x, weight.t(), out=output)\n    return output\n";
+    let branch = "import torch\n\n\ndef get_side_stream():\n    return torch.cuda.Stream()\n\n\ndef moe_lora(h: torch.Tensor, w: torch.Tensor, overlap: bool) -> torch.Tensor:\n    if overlap:\n        side_stream = get_side_stream()\n        side_stream.wait_stream(torch.cuda.current_stream())\n        with torch.cuda.stream(side_stream):\n            delta = torch.relu(h @ w)\n    else:\n        delta = torch.relu(h @ w)\n    return h + delta\n";
+    std::fs::write(dir.join("optional.py"), optional).unwrap();
+    std::fs::write(dir.join("branch.py"), branch).unwrap();
+    let (code, out, _) = run(&["check", "--isolated", "--fix", &dir.to_string_lossy()]);
+    assert_eq!(code, 1, "the SL003 findings remain:\n{out}");
+    assert!(out.contains("more with `--unsafe-fixes`"), "{out}");
+    let fixed = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    assert_eq!(fixed("optional.py"), optional);
+    assert!(
+        !fixed("branch.py").contains("wait_stream(side_stream)"),
+        "{}",
+        fixed("branch.py")
+    );
+}

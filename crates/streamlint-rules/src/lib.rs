@@ -196,16 +196,18 @@ impl<'b> Context<'b> {
             return None;
         }
         let spelling = &self.body.spelling;
+        let safe =
+            !spelling.wait_can_fail && self.always_bound(waiter) && self.always_bound(waitee);
         Some(Fix {
             message: format!(
                 "make {} wait for {}",
                 self.stream_name(waiter),
                 self.stream_name(waitee)
             ),
-            applicability: if spelling.wait_can_fail {
-                Applicability::Unsafe
-            } else {
+            applicability: if safe {
                 Applicability::Safe
+            } else {
+                Applicability::Unsafe
             },
             edits: vec![Edit::InsertLineBefore {
                 before,
@@ -218,9 +220,25 @@ impl<'b> Context<'b> {
         })
     }
 
+    /// Does the stream's expression name a stream wherever the body runs? The current stream
+    /// and an attribute's or a module's stream do; a parameter may be `None` (a default), a
+    /// local name may be bound on some paths only. Fixes that write the others need review.
+    fn always_bound(&self, s: StreamId) -> bool {
+        matches!(
+            self.body.stream(s).origin,
+            StreamOrigin::Ambient | StreamOrigin::Attribute | StreamOrigin::Global
+        )
+    }
+
     /// `record_stream` calls for `buffer`, one before the last use on each stream in `uses`
-    /// (there the stream is current), where the language has the call.
-    fn record_stream_edit(&self, buffer: BufferId, uses: &[(StreamId, OpId)]) -> Option<Fix> {
+    /// (there the stream is current), where the language has the call. Safe for a tensor a
+    /// PyTorch operator made, on streams that are always bound.
+    fn record_stream_edit(
+        &self,
+        buffer: BufferId,
+        how: Production,
+        uses: &[(StreamId, OpId)],
+    ) -> Option<Fix> {
         let mut last: Vec<(StreamId, OpId)> = Vec::new();
         for &(s, u) in uses {
             match last.iter_mut().find(|(t, _)| *t == s) {
@@ -247,13 +265,19 @@ impl<'b> Context<'b> {
             });
         }
         let streams: Vec<&str> = last.iter().map(|(s, _)| self.stream_name(*s)).collect();
+        let tensor = matches!(how, Production::Compute | Production::Allocate);
+        let safe = tensor && last.iter().all(|(s, _)| self.always_bound(*s));
         Some(Fix {
             message: format!(
                 "record `{}` on {}",
                 self.buffer_name(buffer),
                 streams.join(" and ")
             ),
-            applicability: Applicability::Safe,
+            applicability: if safe {
+                Applicability::Safe
+            } else {
+                Applicability::Unsafe
+            },
             edits,
         })
     }

@@ -142,7 +142,7 @@ impl MissingRecordStream {
         // Rust frees have no record call: the allocating stream waits for the user before an
         // explicit free.
         let fix = match (site, cx.record_stream_fix(buffer, user)) {
-            (_, Some(_)) => cx.record_stream_edit(buffer, &uncovered),
+            (_, Some(_)) => cx.record_stream_edit(buffer, b.how, &uncovered),
             (ReleaseSite::Here, None) => cx.wait_stream_edit(alloc, user, span, None),
             _ => None,
         };
