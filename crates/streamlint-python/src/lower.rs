@@ -27,6 +27,18 @@ const SPELLING: Spelling = Spelling {
     stream_block: Some(|stream| format!("with torch.cuda.stream({stream}):")),
 };
 
+/// How messages name what an assignment or a loop binds: the name, or the names a tuple
+/// unpacks into (`uniq, inverse`), which the code reads one by one and a fix cannot write.
+fn binding_name(target: &Expr) -> Option<String> {
+    match target {
+        Expr::Collection { elts, .. } => {
+            let names: Option<Vec<String>> = elts.iter().map(Expr::dotted).collect();
+            names.filter(|n| !n.is_empty()).map(|n| n.join(", "))
+        }
+        other => other.dotted(),
+    }
+}
+
 /// Words that name values the code leaves unnamed (a call's tuple result, a loop element bound to
 /// a pattern): not spellings of the value.
 const DESCRIBED_VALUES: &[&str] = &[
@@ -1222,7 +1234,7 @@ impl<'a> Lowerer<'a> {
             }
             return;
         }
-        self.binding = targets.first().and_then(Expr::dotted);
+        self.binding = targets.first().and_then(binding_name);
         let v = self.eval(value);
         self.binding = None;
         self.fresh_value = true;
@@ -1466,7 +1478,7 @@ impl<'a> Lowerer<'a> {
         match it {
             Value::Tensors(_) | Value::Group(_) => Value::tensors(it.buffers()),
             Value::Param(_) | Value::Unknown => {
-                let name = target.dotted().unwrap_or_else(|| "element".into());
+                let name = binding_name(target).unwrap_or_else(|| "element".into());
                 // Elements of one caller container are one value, however many loops visit it.
                 let site = match it {
                     Value::Param(container) => {
