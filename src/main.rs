@@ -1,10 +1,10 @@
 //! The `streamlint` command.
 
 fn main() {
-    let code = streamlint_cli::run(
-        std::env::args_os(),
-        &mut std::io::stdout().lock(),
-        &mut std::io::stderr().lock(),
-    );
+    // Buffered, but not locked for the whole run: `streamlint server` uses the streams from
+    // threads of its own.
+    let mut stdout = std::io::BufWriter::new(std::io::stdout());
+    let code = streamlint_cli::run(std::env::args_os(), &mut stdout, &mut std::io::stderr());
+    drop(stdout);
     std::process::exit(code);
 }

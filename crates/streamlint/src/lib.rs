@@ -39,6 +39,9 @@ enum Command {
     },
     /// Run the language server on stdin/stdout (for editors).
     Server,
+    /// Run the runtime cases on this machine's GPU and write docs/validation.{json,md}; with
+    /// `--run -- COMMAND`, run a program under PyTorch's CUDA sanitizer instead.
+    Validate(streamlint_runtime::ValidateArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -122,18 +125,21 @@ where
         Command::Rule { code } => rules::print_rule(&code, stdout, stderr),
         Command::Rules { output_format } => rules::print_rules(&output_format, stdout),
         Command::Server => match streamlint_server::run_stdio() {
-            Ok(()) => Ok(0),
+            Ok(code) => Ok(code),
             Err(e) => writeln!(stderr, "error: language server: {e}").map(|_| 2),
         },
+        Command::Validate(args) => streamlint_runtime::validate(args, stdout, stderr),
     };
     result.unwrap_or(2)
 }
 
-/// Run the command line `args` (including the program name) with the process's stdin.
+/// Run the command line `args` (including the program name) with the process's stdin. The
+/// standard streams are not held locked: the language server reads and writes them from
+/// threads of its own.
 pub fn run<I, T>(args: I, stdout: &mut dyn Write, stderr: &mut dyn Write) -> i32
 where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
-    run_with_stdin(args, &mut std::io::stdin().lock(), stdout, stderr)
+    run_with_stdin(args, &mut std::io::stdin(), stdout, stderr)
 }

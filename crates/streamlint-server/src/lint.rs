@@ -1,0 +1,79 @@
+//! Linting one open document: `check_source` on the editor's text, plus what the command line
+//! adds for files on disk: the configuration's exclusions and per-file ignores, and a panic in
+//! the analysis turned into a finding instead of the end of the run (here: of the server). The
+//! document keeps its findings until its text or its settings change.
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::rc::Rc;
+use std::thread;
+
+use streamlint_linter::Settings;
+use streamlint_rules::{Finding, PARSE_ERROR};
+
+use crate::documents::Document;
+
+/// The analysis of one text; `check_source` but for tests, which need one that fails.
+pub type LintFn = fn(&Path, &str, &Settings) -> Vec<Finding>;
+
+/// The findings of the document's current text, linted only if it changed since last time.
+pub fn findings(doc: &mut Document, lint: LintFn) -> Rc<[Finding]> {
+    if let Some(findings) = &doc.findings {
+        return findings.clone();
+    }
+    let findings: Rc<[Finding]> = run(doc, lint).into();
+    doc.findings = Some(findings.clone());
+    findings
+}
+
+/// Stack of a lint's thread: deeply nested code makes the parser and the lowering recurse (the
+/// command line gives its workers as much), and an overflow would abort the server.
+const STACK: usize = 256 << 20;
+
+fn run(doc: &Document, lint: LintFn) -> Vec<Finding> {
+    let settings: &Settings = &doc.settings;
+    // Exclusions are the project's: without a configuration file, the default patterns
+    // (`build`, `dist`, ...) would silence files for a mere folder name on their path.
+    if doc.configured && doc.path.as_deref().is_some_and(|p| settings.is_excluded(p)) {
+        return Vec::new();
+    }
+    let (path, text) = (doc.lint_path(), doc.text.as_str());
+    let analyse = || lint(&path, text, settings);
+    // A panic ends the lint's thread, not the server; where no thread can be had, the lint runs
+    // here, still with panics caught.
+    let outcome = thread::scope(|scope| {
+        thread::Builder::new()
+            .name("streamlint-lint".into())
+            .stack_size(STACK)
+            .spawn_scoped(scope, analyse)
+            .map(|handle| handle.join())
+    })
+    .unwrap_or_else(|_| catch_unwind(AssertUnwindSafe(analyse)));
+    let mut findings = outcome.unwrap_or_else(|_| {
+        eprintln!(
+            "streamlint: internal error while analysing {} (the panic is above); please report it with the file",
+            doc.uri.as_str()
+        );
+        internal_error(settings)
+    });
+    if let Some(path) = &doc.path {
+        findings.retain(|f| !settings.ignores(path, f.code));
+    }
+    findings
+}
+
+/// What the user sees of a panic: the file is not analysed, as with one that does not parse.
+fn internal_error(settings: &Settings) -> Vec<Finding> {
+    if !settings.selection.enabled(PARSE_ERROR.code) {
+        return Vec::new();
+    }
+    vec![Finding {
+        code: PARSE_ERROR.code,
+        severity: PARSE_ERROR.severity,
+        message: "internal error while analysing this file; please report it with the file".into(),
+        span: Default::default(),
+        labels: Vec::new(),
+        help: None,
+        fix: None,
+    }]
+}
