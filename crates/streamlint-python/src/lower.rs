@@ -553,6 +553,12 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// PyTorch's blocking copies between host and device end with a synchronize of the
+    /// current stream (`memcpy_and_sync`): everything queued on it before is complete.
+    fn sync_current(&mut self, span: Span) {
+        self.b.push(OpKind::SyncStream { stream: self.current }, span);
+    }
+
     /// Is the value known to hold a tensor?
     fn is_tensor(&self, value: &Value) -> bool {
         match value {
@@ -1891,16 +1897,19 @@ impl<'a> Lowerer<'a> {
                         !b.is_empty() && b.iter().all(|b| !self.unplaced.contains(b))
                     });
                 if device {
+                    let non_blocking = is_true(Expr::keyword(keywords, "non_blocking"));
                     let how = if call == ApiCall::TensorFromData {
-                        Production::HostToDevice {
-                            non_blocking: is_true(Expr::keyword(keywords, "non_blocking")),
-                        }
+                        Production::HostToDevice { non_blocking }
                     } else if explicit {
                         Production::Allocate
                     } else {
                         Production::Compute
                     };
                     let v = self.produce(span, &name, Memory::Device, how);
+                    // Data from the host is copied in, blocking unless asked otherwise.
+                    if call == ApiCall::TensorFromData && !non_blocking {
+                        self.sync_current(span);
+                    }
                     if !explicit {
                         self.unplaced.extend(v.buffers());
                     }
@@ -2376,12 +2385,17 @@ impl<'a> Lowerer<'a> {
                         let host: Vec<BufferId> =
                             own.iter().copied().filter(|b| self.on_host(*b)).collect();
                         self.copy_access(&host, false, span);
-                        self.produce(
+                        let v = self.produce(
                             span,
                             &name,
                             Memory::Device,
                             Production::HostToDevice { non_blocking },
-                        )
+                        );
+                        // A blocking copy of host memory synchronizes the current stream.
+                        if !non_blocking && !host.is_empty() {
+                            self.sync_current(span);
+                        }
+                        v
                     }
                     Target::Host if !on_device => recv,
                     Target::Host => {
@@ -2398,12 +2412,7 @@ impl<'a> Lowerer<'a> {
                             Production::DeviceToHost { non_blocking },
                         );
                         if !non_blocking {
-                            self.b.push(
-                                OpKind::SyncStream {
-                                    stream: self.current,
-                                },
-                                span,
-                            );
+                            self.sync_current(span);
                         }
                         v
                     }
