@@ -39,6 +39,91 @@ fn binding_name(target: &Expr) -> Option<String> {
     }
 }
 
+/// Names a function body binds exactly once, to `True` or `False` (a disabled experiment, a
+/// feature switch): the branches they guard are decided. Nested functions are scopes of their
+/// own and are not looked into.
+fn constant_flags(body: &[Stmt]) -> HashMap<String, bool> {
+    fn walk(stmts: &[Stmt], bound: &mut HashMap<String, (usize, Option<bool>)>) {
+        fn bind(
+            bound: &mut HashMap<String, (usize, Option<bool>)>,
+            target: &Expr,
+            value: Option<bool>,
+        ) {
+            match target {
+                Expr::Name { id, .. } => bound.entry(id.clone()).or_insert((0, value)).0 += 1,
+                // Unpacking binds each name to something not known here.
+                Expr::Collection { elts, .. } => elts.iter().for_each(|e| bind(bound, e, None)),
+                _ => {}
+            }
+        }
+        for s in stmts {
+            match s {
+                Stmt::Assign {
+                    targets,
+                    value,
+                    augmented,
+                    ..
+                } => {
+                    let constant = match value {
+                        Expr::Constant {
+                            value: Constant::Bool(b),
+                            ..
+                        } if !augmented => Some(*b),
+                        _ => None,
+                    };
+                    targets.iter().for_each(|t| bind(bound, t, constant));
+                }
+                Stmt::For {
+                    target,
+                    body,
+                    orelse,
+                    ..
+                } => {
+                    bind(bound, target, None);
+                    walk(body, bound);
+                    walk(orelse, bound);
+                }
+                Stmt::While { body, orelse, .. } | Stmt::If { body, orelse, .. } => {
+                    walk(body, bound);
+                    walk(orelse, bound);
+                }
+                Stmt::With { items, body } => {
+                    items
+                        .iter()
+                        .filter_map(|i| i.var.as_ref())
+                        .for_each(|v| bind(bound, v, None));
+                    walk(body, bound);
+                }
+                Stmt::Try {
+                    body,
+                    handlers,
+                    orelse,
+                    finalbody,
+                } => {
+                    walk(body, bound);
+                    handlers.iter().for_each(|h| walk(h, bound));
+                    walk(orelse, bound);
+                    walk(finalbody, bound);
+                }
+                Stmt::Match { cases, .. } => cases.iter().for_each(|c| walk(c, bound)),
+                // `global`/`nonlocal` and other statements bind nothing the walk can see;
+                // a name that is also bound elsewhere is not a flag.
+                _ => {}
+            }
+        }
+    }
+    let mut bound = HashMap::new();
+    walk(body, &mut bound);
+    bound
+        .into_iter()
+        .filter_map(|(name, (count, value))| (count == 1).then_some((name, value?)))
+        .collect()
+}
+
+/// Methods that hand a function and its arguments to another thread or process (executors,
+/// pools, event loops): the arguments leave this function's stream order.
+const THREAD_HAND_OFFS: &[&str] = &["submit", "apply_async", "starmap_async", "run_in_executor"];
+
 /// Words that name values the code leaves unnamed (a call's tuple result, a loop element bound to
 /// a pattern): not spellings of the value.
 const DESCRIBED_VALUES: &[&str] = &[
@@ -267,6 +352,8 @@ pub struct Lowerer<'a> {
     entry_ops: Vec<(OpKind, Span)>,
     /// Buffers some site has produced already: only those can have a previous instance.
     produced: HashSet<BufferId>,
+    /// Local flags bound once to `True` or `False` (`overlap = False`): their `if`s are decided.
+    flags: HashMap<String, bool>,
     /// The name being assigned, to give a created stream a readable name.
     binding: Option<String>,
     /// The value being assigned was just computed by the statement (so `a, b = op(..)` may
@@ -328,6 +415,7 @@ impl<'a> Lowerer<'a> {
             unplaced: HashSet::new(),
             entry_ops: Vec::new(),
             produced: HashSet::new(),
+            flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
             binding: None,
             fresh_value: false,
         };
@@ -556,7 +644,12 @@ impl<'a> Lowerer<'a> {
     /// PyTorch's blocking copies between host and device end with a synchronize of the
     /// current stream (`memcpy_and_sync`): everything queued on it before is complete.
     fn sync_current(&mut self, span: Span) {
-        self.b.push(OpKind::SyncStream { stream: self.current }, span);
+        self.b.push(
+            OpKind::SyncStream {
+                stream: self.current,
+            },
+            span,
+        );
     }
 
     /// Is the value known to hold a tensor?
@@ -724,9 +817,7 @@ impl<'a> Lowerer<'a> {
 
     /// Is `buffer` held by a name other than `except`?
     fn held_elsewhere(&self, buffer: BufferId, except: &str) -> bool {
-        self.env
-            .iter()
-            .any(|(k, v)| k != except && v.holds(buffer))
+        self.env.iter().any(|(k, v)| k != except && v.holds(buffer))
     }
 
     /// Release what a name held when it is deleted or rebound (unless it is kept by the new
@@ -912,7 +1003,13 @@ impl<'a> Lowerer<'a> {
                 span,
             } => {
                 // Guards that are constant on CUDA: lower only the branch CUDA takes.
-                match self.cx.api.cuda_truth(test, &self.cx.imports) {
+                let decided = self.cx.api.cuda_truth(test, &self.cx.imports).or_else(|| {
+                    let Expr::Name { id, .. } = test else {
+                        return None;
+                    };
+                    self.flags.get(id).copied()
+                });
+                match decided {
                     Some(true) => return self.stmts(body),
                     Some(false) => return self.stmts(orelse),
                     None => {}
@@ -2159,6 +2256,14 @@ impl<'a> Lowerer<'a> {
                     // track; it reads its tensor arguments on the current stream.
                     let inputs = self.tensor_buffers(&vals);
                     self.read_all(&inputs, span);
+                    return Value::Unknown;
+                }
+                if THREAD_HAND_OFFS.contains(&method) {
+                    // `pool.submit(fn, t, event)`: the values go to code on another thread,
+                    // which orders its own streams; nothing runs on this one.
+                    for v in &vals {
+                        self.escape(v, EscapeKind::UnknownCallee, span);
+                    }
                     return Value::Unknown;
                 }
                 if !self.tensor_buffers(&vals).is_empty() {
