@@ -2022,13 +2022,24 @@ impl<'a> Lowerer<'a> {
                 }
             }
             ApiCall::TensorOp => {
-                let vals = self.eval_args(args, keywords);
+                // `torch.mm(a, b, out=c)` writes `c` in place and returns it: no new memory.
+                let out = Expr::keyword(keywords, "out").map(|o| self.eval(o));
+                let keywords: Vec<Keyword> =
+                    keywords.iter().filter(|k| k.name.as_deref() != Some("out")).cloned().collect();
+                let vals = self.eval_args(args, &keywords);
                 if !args.is_empty() {
                     self.confirm(&vals[..1]);
                 }
                 let inputs = self.tensor_buffers(&vals);
                 self.read_all(&inputs, span);
-                self.produce_result(&inputs, span)
+                match out {
+                    Some(out) if !self.tensor_buffers(std::slice::from_ref(&out)).is_empty() => {
+                        let written = self.tensor_buffers(std::slice::from_ref(&out));
+                        self.write_all(&written, span);
+                        out
+                    }
+                    _ => self.produce_result(&inputs, span),
+                }
             }
             ApiCall::Collective => {
                 let vals = self.eval_args(args, keywords);
