@@ -2030,6 +2030,11 @@ impl<'a> Lowerer<'a> {
                 if !args.is_empty() {
                     self.confirm(&vals[..1]);
                 }
+                // `torch.split(x, ..)`, `torch.transpose(x, ..)`: views of `x`, as the methods.
+                let function = qualified.rsplit('.').next().unwrap_or(qualified);
+                if VIEW_METHODS.contains(&function) && !self.tensor_buffers(&vals[..vals.len().min(1)]).is_empty() {
+                    return vals[0].clone();
+                }
                 let inputs = self.tensor_buffers(&vals);
                 self.read_all(&inputs, span);
                 match out {
