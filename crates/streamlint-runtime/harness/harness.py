@@ -1,0 +1,148 @@
+"""streamlint's runtime harness for the Python cases.
+
+`streamlint validate` writes this file to a temporary folder and runs it with the interpreter the
+user chose. A case is a file under `fixtures/python/SLxxx/` named `bad_runtime_*.py` or
+`good_runtime_*.py` that defines `case(harness)` and returns how many elements came out wrong.
+The case gets a `Harness`: `n` (elements per tensor), `value` (this trial's value, new in every
+trial so memory left over from an earlier trial never looks right), `delay()` (keep the current
+stream busy, so that an unordered consumer on another stream runs before the producer),
+`reuse()` (allocate and fill `n` elements on the current stream: the allocation that takes a
+freed block) and `wrong(tensor, expected)` (synchronize the device, then count the elements that
+differ).
+
+Commands, each printing one JSON object per line on stdout:
+  env                     the PyTorch build, and whether it sees a GPU
+  trials FILE...          for each case: warm-up trials, then the counted trials
+  sanitize FILE           one trial; run with TORCH_CUDA_SANITIZER set, so that PyTorch's CUDA
+                          sanitizer watches it from `import torch` on
+"""
+
+import argparse
+import importlib.util
+import itertools
+import json
+import sys
+import traceback
+
+import torch
+
+# Trial values for the whole process: no two trials, of any case, write the same value.
+_VALUES = itertools.count(1)
+
+
+class Harness:
+    """Delay, memory pressure and checks for one trial of one case."""
+
+    def __init__(self, n, cycles):
+        self.n = n
+        self.value = float(next(_VALUES))
+        self._cycles = cycles
+        self._held = []
+
+    def delay(self):
+        """Keep the current stream busy for a while (one thread spinning on the clock)."""
+        torch.cuda._sleep(self._cycles)
+
+    def reuse(self):
+        """Allocate `n` elements on the current stream and fill them with `-value`.
+
+        The tensor is kept until the trial ends, like the next user of freed memory would."""
+        self._held.append(torch.full((self.n,), -self.value, device="cuda"))
+
+    def wrong(self, tensor, expected):
+        """Wait for all work on the device, then count the elements that are not `expected`."""
+        torch.cuda.synchronize()
+        return int((tensor != expected).sum().item())
+
+    def finish(self):
+        torch.cuda.synchronize()
+        self._held.clear()
+
+
+def emit(record):
+    print(json.dumps(record), flush=True)
+
+
+def load_case(path):
+    spec = importlib.util.spec_from_file_location("streamlint_runtime_case", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    case = getattr(module, "case", None)
+    if not callable(case):
+        raise AttributeError(f"{path} defines no `case(harness)` function")
+    return case
+
+
+def describe(error):
+    last = traceback.extract_tb(error.__traceback__)[-1:]
+    where = f" ({last[0].filename}:{last[0].lineno})" if last else ""
+    return f"{type(error).__name__}: {error}{where}"
+
+
+def run_trials(args):
+    for path in args.cases:
+        try:
+            case = load_case(path)
+            counts = []
+            for trial in range(args.warmup + args.trials):
+                harness = Harness(args.elements, args.cycles)
+                wrong = int(case(harness))
+                harness.finish()
+                if trial >= args.warmup:
+                    counts.append(wrong)
+            emit({"case": path, "corrupted": counts})
+        except Exception as error:  # report the case and go on with the next one
+            torch.cuda.synchronize()
+            emit({"case": path, "error": describe(error)})
+
+
+def run_sanitized(args):
+    case = load_case(args.case)
+    harness = Harness(args.elements, args.cycles)
+    raised = False
+    try:
+        case(harness)
+    except Exception as error:
+        # The sanitizer prints each race to stderr, then raises CUDASanitizerErrors at the op.
+        if type(error).__name__ != "CUDASanitizerErrors":
+            torch.cuda.synchronize()
+            emit({"case": args.case, "error": describe(error)})
+            return
+        raised = True
+    harness.finish()
+    emit({"case": args.case, "raised": raised})
+
+
+def environment(_args):
+    emit(
+        {
+            "torch": torch.__version__,
+            "cuda": torch.version.cuda,
+            "available": torch.cuda.is_available(),
+        }
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description="streamlint runtime harness")
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("env").set_defaults(run=environment)
+    for name, run in (("trials", run_trials), ("sanitize", run_sanitized)):
+        command = commands.add_parser(name)
+        command.add_argument("--elements", type=int, required=True)
+        command.add_argument("--cycles", type=int, required=True)
+        command.set_defaults(run=run)
+        if name == "trials":
+            command.add_argument("--trials", type=int, required=True)
+            command.add_argument("--warmup", type=int, required=True)
+            command.add_argument("cases", nargs="+")
+        else:
+            command.add_argument("case")
+    args = parser.parse_args()
+    args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
