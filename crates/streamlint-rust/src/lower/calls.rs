@@ -635,13 +635,17 @@ impl Lowerer<'_> {
         };
         let write = method.ends_with("_mut");
         self.tracked_wait(x, s, write, sp);
-        self.b.push(
-            OpKind::GuardTaken {
-                buffer: x,
-                stream: s,
-            },
-            sp,
-        );
+        // Only a tracked slice's guard records anything when it drops; an untracked one's raw
+        // work is ordered by the code or not at all.
+        if self.slice_events.contains_key(&x) {
+            self.b.push(
+                OpKind::GuardTaken {
+                    buffer: x,
+                    stream: s,
+                },
+                sp,
+            );
+        }
         Value::PtrGuard {
             buffer: x,
             write,
