@@ -44,7 +44,7 @@ impl Rule for WaitBeforeRecord {
             fix: None,
             code: "SL006",
             severity: Severity::Error,
-            message: format!("waits on event {name}, but {what}: waiting on an event that was never recorded does nothing"),
+            message: format!("waits on {name}, but {what}: waiting on an event that was never recorded does nothing"),
             span: op.span,
             labels: vec![Label { span: created, message: "created here".into() }],
             help: Some(format!("record {name} on the producing stream after the work to wait for, before this wait")),
@@ -88,7 +88,7 @@ fn stale_wait_before_record(cx: &mut Context<'_>, wait: OpId, op: &Op, event: Ev
             code: "SL006",
             severity: Severity::Error,
             message: format!(
-                "waits on event {name} before it is recorded on {} below: the wait returns on an earlier record, not on the work queued before it",
+                "waits on {name} before it is recorded on {} below: the wait returns on an earlier record, not on the work queued before it",
                 cx.stream_name(stream)
             ),
             span: op.span,
