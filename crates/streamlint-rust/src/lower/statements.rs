@@ -173,7 +173,9 @@ impl Lowerer<'_> {
 
     pub(super) fn expr(&mut self, e: &syn::Expr) -> Value {
         use syn::Expr as E;
-        let sp = span_of(e.span());
+        // syn finds an expression's span by walking all its tokens: computed only where an op
+        // needs it, so nested parentheses and operators stay linear.
+        let sp = || span_of(e.span());
         match e {
             E::Path(p) => match p.path.get_ident() {
                 Some(id) => self
@@ -191,8 +193,8 @@ impl Lowerer<'_> {
             E::Cast(c) => self.expr(&c.expr),
             E::Unsafe(u) => self.block_value(&u.block),
             E::Block(b) => self.block_value(&b.block),
-            E::MethodCall(m) => self.method_call(m, sp),
-            E::Call(c) => self.call(c, sp),
+            E::MethodCall(m) => self.method_call(m, sp()),
+            E::Call(c) => self.call(c, sp()),
             E::Field(f) => {
                 if let Some(name) = Self::field_of_self(f) {
                     return self
@@ -212,7 +214,7 @@ impl Lowerer<'_> {
                         },
                         syn::Member::Unnamed(i),
                     ) if i.index == 0 => {
-                        self.release_guard(buffer, stream, write, sp);
+                        self.release_guard(buffer, stream, write, sp());
                         Value::Ptr { buffer, write }
                     }
                     _ => Value::Unknown,
@@ -221,7 +223,7 @@ impl Lowerer<'_> {
             E::Index(i) => {
                 // `h[0]`: the host reads a host buffer.
                 if let Value::Host(h) = self.expr(&i.expr) {
-                    self.b.push(OpKind::HostRead { buffer: h }, sp);
+                    self.b.push(OpKind::HostRead { buffer: h }, sp());
                 }
                 self.expr(&i.index);
                 Value::Unknown
@@ -231,7 +233,7 @@ impl Lowerer<'_> {
                 self.expr(&a.right);
                 if let syn::Expr::Index(i) = a.left.as_ref() {
                     if let Value::Host(h) = self.expr(&i.expr) {
-                        self.b.push(OpKind::HostWrite { buffer: h }, sp);
+                        self.b.push(OpKind::HostWrite { buffer: h }, sp());
                     }
                     self.expr(&i.index);
                 }
@@ -241,7 +243,7 @@ impl Lowerer<'_> {
                 let v = self.expr(&a.right);
                 if let Some(name) = Self::local_name(&a.left) {
                     if let Some(old) = self.lookup(&name).map(|l| l.value.clone()) {
-                        self.drop_value(&old, sp, false);
+                        self.drop_value(&old, sp(), false);
                     }
                     if let Some(l) = self.lookup_mut(&name) {
                         l.value = v;
@@ -306,7 +308,7 @@ impl Lowerer<'_> {
                 let mut moved = Vec::new();
                 if let Some(v) = &r.expr {
                     let value = self.expr(v);
-                    self.hand_to_caller(&value, sp);
+                    self.hand_to_caller(&value, sp());
                     moved = self.move_out(&value);
                 }
                 self.drop_scope_all();
@@ -346,7 +348,7 @@ impl Lowerer<'_> {
             }
             E::Let(l) => {
                 let v = self.expr(&l.expr);
-                self.bind_pattern(&l.pat, v, sp);
+                self.bind_pattern(&l.pat, v, sp());
                 Value::Unknown
             }
             _ => Value::Unknown,
