@@ -272,9 +272,8 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
     if !worth_parsing(language, source.as_bytes(), settings) {
         return Vec::new();
     }
-    let name = path.to_string_lossy();
     let lowered = match language {
-        Language::Python => streamlint_python::lower_source(source, &name, &settings.api)
+        Language::Python => streamlint_python::lower_source(source, &settings.api)
             .map_err(|e| (e.offset, e.message)),
         Language::Rust => streamlint_rust::lower_source(source).map_err(|e| (e.offset, e.message)),
     };

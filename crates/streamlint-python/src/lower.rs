@@ -2024,15 +2024,20 @@ impl<'a> Lowerer<'a> {
             ApiCall::TensorOp => {
                 // `torch.mm(a, b, out=c)` writes `c` in place and returns it: no new memory.
                 let out = Expr::keyword(keywords, "out").map(|o| self.eval(o));
-                let keywords: Vec<Keyword> =
-                    keywords.iter().filter(|k| k.name.as_deref() != Some("out")).cloned().collect();
+                let keywords: Vec<Keyword> = keywords
+                    .iter()
+                    .filter(|k| k.name.as_deref() != Some("out"))
+                    .cloned()
+                    .collect();
                 let vals = self.eval_args(args, &keywords);
                 if !args.is_empty() {
                     self.confirm(&vals[..1]);
                 }
                 // `torch.split(x, ..)`, `torch.transpose(x, ..)`: views of `x`, as the methods.
                 let function = qualified.rsplit('.').next().unwrap_or(qualified);
-                if VIEW_METHODS.contains(&function) && !self.tensor_buffers(&vals[..vals.len().min(1)]).is_empty() {
+                if VIEW_METHODS.contains(&function)
+                    && !self.tensor_buffers(&vals[..vals.len().min(1)]).is_empty()
+                {
                     return vals[0].clone();
                 }
                 let inputs = self.tensor_buffers(&vals);

@@ -1,8 +1,10 @@
-//! The parser adapter: the only module that knows rustpython-parser. It turns the parser's tree
-//! into [`crate::syntax`] and its errors into a [`ParseError`] with a byte offset.
+//! The parser adapter: the only module that knows the Python parser, ruff's
+//! `ruff_python_parser`. It turns the parser's tree into [`crate::syntax`] and its first error
+//! into a [`ParseError`] with a byte offset.
 
-use rustpython_parser::ast::{self, Ranged};
-use rustpython_parser::text_size::TextRange;
+use ruff_python_ast::token::{TokenKind, Tokens};
+use ruff_python_ast::{self as ast, FStringPart, InterpolatedStringElement};
+use ruff_text_size::{Ranged, TextRange, TextSize};
 use streamlint_graph::Span;
 
 use crate::syntax::{
@@ -16,13 +18,19 @@ pub struct ParseError {
     pub message: String,
 }
 
-/// Parse a whole module.
-pub fn parse_module(source: &str, path: &str) -> Result<Vec<Stmt>, ParseError> {
-    match rustpython_parser::parse(source, rustpython_parser::Mode::Module, path) {
-        Ok(ast::Mod::Module(m)) => Ok(stmts(&m.body)),
-        Ok(_) => Ok(Vec::new()),
+/// Parse a whole module. Syntax newer than the parser's default target version is accepted:
+/// the linter reads code, it does not judge which interpreter can run it.
+pub fn parse_module(source: &str) -> Result<Vec<Stmt>, ParseError> {
+    match ruff_python_parser::parse_module(source) {
+        Ok(parsed) => {
+            let convert = Convert {
+                source,
+                tokens: parsed.tokens(),
+            };
+            Ok(convert.stmts(parsed.suite()))
+        }
         Err(e) => Err(ParseError {
-            offset: e.offset.to_u32(),
+            offset: e.location.start().to_u32(),
             message: e.error.to_string(),
         }),
     }
@@ -32,78 +40,532 @@ fn span(r: TextRange) -> Span {
     Span::new(r.start().to_u32(), r.end().to_u32())
 }
 
-fn stmts(body: &[ast::Stmt]) -> Vec<Stmt> {
-    body.iter().map(stmt).collect()
+/// The conversion of one module's tree; the tokens locate what the tree has no node for.
+struct Convert<'a> {
+    source: &'a str,
+    tokens: &'a Tokens,
 }
 
-fn exprs(list: &[ast::Expr]) -> Vec<Expr> {
-    list.iter().map(expr).collect()
-}
-
-fn boxed(e: &ast::Expr) -> Box<Expr> {
-    Box::new(expr(e))
-}
-
-fn function(
-    name: &str,
-    args: &ast::Arguments,
-    decorators: &[ast::Expr],
-    body: &[ast::Stmt],
-    range: TextRange,
-) -> FunctionDef {
-    let mut params = Vec::new();
-    for a in args
-        .posonlyargs
-        .iter()
-        .chain(&args.args)
-        .chain(&args.kwonlyargs)
-    {
-        params.push(Param {
-            name: a.def.arg.to_string(),
-            default: a.default.as_deref().map(expr),
-            annotation: a.def.annotation.as_deref().map(expr),
-            span: span(a.def.range),
-        });
+impl Convert<'_> {
+    fn stmts(&self, body: &[ast::Stmt]) -> Vec<Stmt> {
+        body.iter().map(|s| self.stmt(s)).collect()
     }
-    for a in args.vararg.iter().chain(&args.kwarg) {
-        params.push(Param {
-            name: a.arg.to_string(),
+
+    fn exprs(&self, list: &[ast::Expr]) -> Vec<Expr> {
+        list.iter().map(|e| self.expr(e)).collect()
+    }
+
+    fn boxed(&self, e: &ast::Expr) -> Box<Expr> {
+        Box::new(self.expr(e))
+    }
+
+    fn optional(&self, e: Option<&ast::Expr>) -> Option<Expr> {
+        e.map(|e| self.expr(e))
+    }
+
+    fn function(&self, f: &ast::StmtFunctionDef) -> FunctionDef {
+        let args = &f.parameters;
+        let mut params: Vec<Param> = args
+            .posonlyargs
+            .iter()
+            .chain(&args.args)
+            .chain(&args.kwonlyargs)
+            .map(|a| Param {
+                name: a.parameter.name.to_string(),
+                default: self.optional(a.default.as_deref()),
+                annotation: self.optional(a.parameter.annotation.as_deref()),
+                span: span(a.parameter.range),
+            })
+            .collect();
+        // `*args` and `**kwargs` hold a tuple and a dict whatever their annotation says; their
+        // span starts at the name, after the stars.
+        params.extend(args.vararg.iter().chain(&args.kwarg).map(|a| Param {
+            name: a.name.to_string(),
             default: None,
             annotation: None,
-            span: span(a.range),
+            span: span(TextRange::new(a.name.start(), a.range.end())),
+        }));
+        let start = self.function_start(f).to_u32();
+        let end = f.range.end().to_u32();
+        let header_end = f.body.first().map_or(end, |s| self.stmt_start(s).to_u32());
+        FunctionDef {
+            name: f.name.to_string(),
+            params,
+            decorators: f
+                .decorator_list
+                .iter()
+                .map(|d| self.expr(&d.expression))
+                .collect(),
+            body: self.stmts(&f.body),
+            span: Span::new(start, end),
+            name_span: Span::new(start, header_end.max(start)),
+        }
+    }
+
+    /// Where a statement starts in the tree: a decorated function or class at its keyword, after
+    /// the decorators (the parser's range starts at the first decorator).
+    fn stmt_start(&self, s: &ast::Stmt) -> TextSize {
+        match s {
+            ast::Stmt::FunctionDef(f) => self.function_start(f),
+            ast::Stmt::ClassDef(c) => {
+                self.keyword_start(&c.decorator_list, &c.name, TokenKind::Class, c.start())
+            }
+            _ => s.start(),
+        }
+    }
+
+    fn function_start(&self, f: &ast::StmtFunctionDef) -> TextSize {
+        let keyword = if f.is_async {
+            TokenKind::Async
+        } else {
+            TokenKind::Def
+        };
+        self.keyword_start(&f.decorator_list, &f.name, keyword, f.start())
+    }
+
+    /// The start of the last `keyword` token before a definition's name when decorators come
+    /// first; `start` otherwise.
+    fn keyword_start(
+        &self,
+        decorators: &[ast::Decorator],
+        name: &ast::Identifier,
+        keyword: TokenKind,
+        start: TextSize,
+    ) -> TextSize {
+        if decorators.is_empty() {
+            return start;
+        }
+        let before = self.tokens.partition_point(|t| t.start() < name.start());
+        self.tokens[..before]
+            .iter()
+            .rev()
+            .find(|t| t.kind() == keyword)
+            .map_or(start, Ranged::start)
+    }
+
+    fn with_items(&self, items: &[ast::WithItem]) -> Vec<WithItem> {
+        items
+            .iter()
+            .map(|i| WithItem {
+                context: self.expr(&i.context_expr),
+                var: self.optional(i.optional_vars.as_deref()),
+            })
+            .collect()
+    }
+
+    fn handlers(&self, list: &[ast::ExceptHandler]) -> Vec<Vec<Stmt>> {
+        list.iter()
+            .map(|h| match h {
+                ast::ExceptHandler::ExceptHandler(h) => self.stmts(&h.body),
+            })
+            .collect()
+    }
+
+    /// An `if` with its `elif` and `else` clauses: each `elif` becomes an `if` nested in the
+    /// `else` branch of the one before, spanning from its keyword to the end of the statement.
+    fn if_chain(&self, i: &ast::StmtIf) -> Stmt {
+        let end = i.range.end();
+        let mut orelse = Vec::new();
+        for clause in i.elif_else_clauses.iter().rev() {
+            let body = self.stmts(&clause.body);
+            orelse = match &clause.test {
+                Some(test) => vec![Stmt::If {
+                    test: self.expr(test),
+                    body,
+                    orelse,
+                    span: span(TextRange::new(clause.start(), end)),
+                }],
+                None => body,
+            };
+        }
+        Stmt::If {
+            test: self.expr(&i.test),
+            body: self.stmts(&i.body),
+            orelse,
+            span: span(i.range),
+        }
+    }
+
+    fn stmt(&self, s: &ast::Stmt) -> Stmt {
+        use ast::Stmt as S;
+        let sp = span(s.range());
+        match s {
+            S::FunctionDef(f) => Stmt::Def(self.function(f)),
+            S::ClassDef(c) => Stmt::Class(ClassDef {
+                name: c.name.to_string(),
+                bases: c
+                    .arguments
+                    .as_deref()
+                    .map_or_else(Vec::new, |a| self.exprs(&a.args)),
+                body: self.stmts(&c.body),
+            }),
+            S::Return(r) => Stmt::Return {
+                value: self.optional(r.value.as_deref()),
+                span: sp,
+            },
+            S::Delete(d) => Stmt::Delete {
+                targets: self.exprs(&d.targets),
+                span: sp,
+            },
+            S::Assign(a) => Stmt::Assign {
+                targets: self.exprs(&a.targets),
+                value: self.expr(&a.value),
+                augmented: false,
+                span: sp,
+            },
+            S::AugAssign(a) => Stmt::Assign {
+                targets: vec![self.expr(&a.target)],
+                value: self.expr(&a.value),
+                augmented: true,
+                span: sp,
+            },
+            S::AnnAssign(a) => match &a.value {
+                Some(v) => Stmt::Assign {
+                    targets: vec![self.expr(&a.target)],
+                    value: self.expr(v),
+                    augmented: false,
+                    span: sp,
+                },
+                None => Stmt::Other,
+            },
+            S::For(f) => Stmt::For {
+                target: self.expr(&f.target),
+                iter: self.expr(&f.iter),
+                body: self.stmts(&f.body),
+                orelse: self.stmts(&f.orelse),
+                span: sp,
+            },
+            S::While(w) => Stmt::While {
+                test: self.expr(&w.test),
+                body: self.stmts(&w.body),
+                orelse: self.stmts(&w.orelse),
+                span: sp,
+            },
+            S::If(i) => self.if_chain(i),
+            S::With(w) => Stmt::With {
+                items: self.with_items(&w.items),
+                body: self.stmts(&w.body),
+            },
+            S::Try(t) => Stmt::Try {
+                body: self.stmts(&t.body),
+                handlers: self.handlers(&t.handlers),
+                orelse: self.stmts(&t.orelse),
+                finalbody: self.stmts(&t.finalbody),
+            },
+            S::Match(m) => Stmt::Match {
+                subject: self.expr(&m.subject),
+                cases: m.cases.iter().map(|c| self.stmts(&c.body)).collect(),
+            },
+            S::Raise(_) => Stmt::Raise,
+            S::Import(i) => Stmt::Import {
+                names: aliases(&i.names),
+            },
+            S::ImportFrom(i) => Stmt::ImportFrom {
+                module: i.module.as_ref().map(|m| m.to_string()).unwrap_or_default(),
+                names: aliases(&i.names),
+            },
+            S::Expr(e) => Stmt::Expr(self.expr(&e.value)),
+            S::Break(_) => Stmt::Break,
+            S::Continue(_) => Stmt::Continue,
+            S::TypeAlias(_)
+            | S::Pass(_)
+            | S::Global(_)
+            | S::Nonlocal(_)
+            | S::Assert(_)
+            | S::IpyEscapeCommand(_) => Stmt::Other,
+        }
+    }
+
+    /// Out of line, like the other helpers for rarer expressions: see [`Self::expr`].
+    #[inline(never)]
+    fn comprehension(
+        &self,
+        elts: Vec<Expr>,
+        generators: &[ast::Comprehension],
+        span: Span,
+    ) -> Expr {
+        let generators = generators
+            .iter()
+            .map(|g| Generator {
+                target: self.expr(&g.target),
+                iter: self.expr(&g.iter),
+                conditions: self.exprs(&g.ifs),
+            })
+            .collect();
+        Expr::Comprehension {
+            elts,
+            generators,
+            span,
+        }
+    }
+
+    /// An f-string as its pieces in order: runs of literal text (joined across implicitly
+    /// concatenated parts, with the `x=` of a self-documenting `{x=}`) as string constants
+    /// spanning the whole expression, and each replacement field's value wrapped in a piece
+    /// spanning its own part. Leading text is how a device such as `f"cuda:{rank}"` is
+    /// recognised.
+    #[inline(never)]
+    fn f_string(&self, f: &ast::ExprFString) -> Vec<Expr> {
+        let original = pieces(f);
+        // Read again, the f-string has the same pieces in the same order: its texts replace the
+        // original ones, while the values keep their spans in the file.
+        let reread = self.reread(f.range);
+        let texts = match &reread {
+            Some(ast::Expr::FString(r)) => pieces(r),
+            _ => Vec::new(),
+        };
+        let reread_texts = texts.len() == original.len();
+        let mut joined = Joined {
+            whole: span(f.range),
+            parts: Vec::new(),
+            text: None,
+        };
+        for (i, piece) in original.iter().enumerate() {
+            match (piece, texts.get(i)) {
+                (Piece::Text(_), Some(Piece::Text(read))) if reread_texts => joined.text(read),
+                (Piece::Text(text), _) => joined.text(text),
+                (Piece::Value(value, part), _) => joined.value(self.expr(value), span(*part)),
+            }
+        }
+        joined.finish()
+    }
+
+    /// A string literal's value, its line breaks read as Python reads them.
+    #[inline(never)]
+    fn string_value(&self, s: &ast::ExprStringLiteral) -> String {
+        match self.reread(s.range) {
+            Some(ast::Expr::StringLiteral(r)) => r.value.to_str().to_string(),
+            _ => s.value.to_str().to_string(),
+        }
+    }
+
+    /// The string expression at `range` parsed again with `\r\n` and `\r` made `\n`, when it
+    /// has one. The parser keeps a line break inside a literal as written (a file with Windows
+    /// line endings gives `\r\n`), but Python reads every line break as `\n`; an escaped `\r`
+    /// is two other characters in the source, so it is kept.
+    fn reread(&self, range: TextRange) -> Option<ast::Expr> {
+        let text = self.source.get(range.to_std_range())?;
+        if !text.contains('\r') {
+            return None;
+        }
+        // In parentheses: implicitly concatenated parts may stand on several lines.
+        let normalized = format!("({})", text.replace("\r\n", "\n").replace('\r', "\n"));
+        ruff_python_parser::parse_expression(&normalized)
+            .ok()
+            .map(|p| p.into_expr())
+    }
+
+    /// A t-string's replacement values; it builds a template, not text, so its literal parts
+    /// carry nothing the analysis reads.
+    #[inline(never)]
+    fn t_string(&self, t: &ast::ExprTString) -> Vec<Expr> {
+        t.value
+            .elements()
+            .filter_map(|e| match e {
+                InterpolatedStringElement::Interpolation(i) => Some(self.expr(&i.expression)),
+                InterpolatedStringElement::Literal(_) => None,
+            })
+            .collect()
+    }
+
+    /// An expression. Its frame is repeated at every level of nesting, so the helpers for rarer
+    /// expressions stay out of line to keep it small: its size bounds how deeply nested code can
+    /// be before the stack runs out.
+    fn expr(&self, e: &ast::Expr) -> Expr {
+        use ast::Expr as E;
+        let sp = span(e.range());
+        let operator = |op, operands| Expr::Operator {
+            op,
+            operands,
+            span: sp,
+        };
+        let constant = |value| Expr::Constant { value, span: sp };
+        let opaque = |parts| Expr::Opaque { parts, span: sp };
+        match e {
+            E::Name(n) => Expr::Name {
+                id: n.id.to_string(),
+                span: sp,
+            },
+            E::Attribute(a) => Expr::Attribute {
+                value: self.boxed(&a.value),
+                attr: a.attr.to_string(),
+                span: sp,
+            },
+            E::Call(c) => Expr::Call {
+                func: self.boxed(&c.func),
+                args: self.exprs(&c.arguments.args),
+                keywords: c
+                    .arguments
+                    .keywords
+                    .iter()
+                    .map(|k| Keyword {
+                        name: k.arg.as_ref().map(|a| a.to_string()),
+                        value: self.expr(&k.value),
+                    })
+                    .collect(),
+                span: sp,
+            },
+            E::StringLiteral(s) => constant(Constant::Str(self.string_value(s))),
+            E::BooleanLiteral(b) => constant(Constant::Bool(b.value)),
+            E::NoneLiteral(_) => constant(Constant::None),
+            E::NumberLiteral(n) => constant(number(&n.value)),
+            E::BytesLiteral(_) | E::EllipsisLiteral(_) => constant(Constant::Other),
+            E::BinOp(b) if b.op == ast::Operator::MatMult => operator(
+                Operator::MatMul,
+                vec![self.expr(&b.left), self.expr(&b.right)],
+            ),
+            E::BinOp(b) => operator(
+                Operator::Arithmetic,
+                vec![self.expr(&b.left), self.expr(&b.right)],
+            ),
+            E::UnaryOp(u) if u.op == ast::UnaryOp::Not => {
+                operator(Operator::Logical, vec![self.expr(&u.operand)])
+            }
+            E::UnaryOp(u) => operator(Operator::Arithmetic, vec![self.expr(&u.operand)]),
+            E::BoolOp(b) => operator(Operator::Logical, self.exprs(&b.values)),
+            E::Compare(c) => {
+                let mut operands = vec![self.expr(&c.left)];
+                operands.extend(self.exprs(&c.comparators));
+                operator(comparison(&c.ops), operands)
+            }
+            E::Subscript(s) => Expr::Subscript {
+                value: self.boxed(&s.value),
+                index: self.boxed(&s.slice),
+                span: sp,
+            },
+            E::Tuple(t) => Expr::Collection {
+                elts: self.exprs(&t.elts),
+                span: sp,
+            },
+            E::List(l) => Expr::Collection {
+                elts: self.exprs(&l.elts),
+                span: sp,
+            },
+            E::Set(s) => Expr::Collection {
+                elts: self.exprs(&s.elts),
+                span: sp,
+            },
+            E::Dict(d) => {
+                // Keys first, then values; `**mapping` entries have no key.
+                let mut elts: Vec<Expr> = d.iter_keys().flatten().map(|k| self.expr(k)).collect();
+                elts.extend(d.iter_values().map(|v| self.expr(v)));
+                Expr::Collection { elts, span: sp }
+            }
+            E::Starred(s) => Expr::Starred {
+                value: self.boxed(&s.value),
+                span: sp,
+            },
+            E::Yield(y) => Expr::Yield {
+                value: y.value.as_deref().map(|v| self.boxed(v)),
+                span: sp,
+            },
+            E::YieldFrom(y) => Expr::Yield {
+                value: Some(self.boxed(&y.value)),
+                span: sp,
+            },
+            E::Await(a) => Expr::Await {
+                value: self.boxed(&a.value),
+                span: sp,
+            },
+            E::If(i) => Expr::IfExp {
+                test: self.boxed(&i.test),
+                body: self.boxed(&i.body),
+                orelse: self.boxed(&i.orelse),
+                span: sp,
+            },
+            E::Named(n) => Expr::Walrus {
+                target: self.boxed(&n.target),
+                value: self.boxed(&n.value),
+                span: sp,
+            },
+            E::ListComp(c) => self.comprehension(vec![self.expr(&c.elt)], &c.generators, sp),
+            E::SetComp(c) => self.comprehension(vec![self.expr(&c.elt)], &c.generators, sp),
+            E::Generator(c) => self.comprehension(vec![self.expr(&c.elt)], &c.generators, sp),
+            E::DictComp(c) => {
+                let mut elts: Vec<Expr> = c.key.iter().map(|k| self.expr(k)).collect();
+                elts.push(self.expr(&c.value));
+                self.comprehension(elts, &c.generators, sp)
+            }
+            E::Lambda(_) | E::IpyEscapeCommand(_) => opaque(Vec::new()),
+            E::FString(f) => opaque(self.f_string(f)),
+            E::TString(t) => opaque(self.t_string(t)),
+            E::Slice(s) => opaque(
+                [&s.lower, &s.upper, &s.step]
+                    .into_iter()
+                    .flatten()
+                    .map(|e| self.expr(e))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+/// A piece of an f-string, in source order.
+enum Piece<'t> {
+    /// Literal text, or the source text of a self-documenting field (`x=` of `{x=}`).
+    Text(&'t str),
+    /// A replacement field's value, with the range of the f-string part it is in.
+    Value(&'t ast::Expr, TextRange),
+}
+
+fn pieces(f: &ast::ExprFString) -> Vec<Piece<'_>> {
+    let mut pieces = Vec::new();
+    for part in f.value.iter() {
+        match part {
+            FStringPart::Literal(s) => pieces.push(Piece::Text(s)),
+            FStringPart::FString(fs) => {
+                for element in fs.elements.iter() {
+                    match element {
+                        InterpolatedStringElement::Literal(l) if l.is_empty() => {}
+                        InterpolatedStringElement::Literal(l) => pieces.push(Piece::Text(l)),
+                        InterpolatedStringElement::Interpolation(i) => {
+                            if let Some(debug) = &i.debug_text {
+                                pieces.push(Piece::Text(debug.as_str()));
+                            }
+                            pieces.push(Piece::Value(&i.expression, fs.range));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    pieces
+}
+
+/// An f-string's converted pieces as they are collected: adjacent texts join into one constant.
+struct Joined {
+    whole: Span,
+    parts: Vec<Expr>,
+    /// The text since the last replacement field, once there is any (even an empty literal).
+    text: Option<String>,
+}
+
+impl Joined {
+    fn text(&mut self, text: &str) {
+        self.text.get_or_insert_default().push_str(text);
+    }
+
+    fn value(&mut self, value: Expr, span: Span) {
+        self.flush();
+        self.parts.push(Expr::Opaque {
+            parts: vec![value],
+            span,
         });
     }
-    let start = range.start().to_u32();
-    let header_end = body
-        .first()
-        .map(|s| s.range().start().to_u32())
-        .unwrap_or(range.end().to_u32());
-    FunctionDef {
-        name: name.to_string(),
-        params,
-        decorators: exprs(decorators),
-        body: stmts(body),
-        span: span(range),
-        name_span: Span::new(start, header_end.max(start)),
+
+    fn flush(&mut self) {
+        if let Some(text) = self.text.take() {
+            self.parts.push(Expr::Constant {
+                value: Constant::Str(text),
+                span: self.whole,
+            });
+        }
     }
-}
 
-fn with_items(items: &[ast::WithItem]) -> Vec<WithItem> {
-    items
-        .iter()
-        .map(|i| WithItem {
-            context: expr(&i.context_expr),
-            var: i.optional_vars.as_deref().map(expr),
-        })
-        .collect()
-}
-
-fn handlers(list: &[ast::ExceptHandler]) -> Vec<Vec<Stmt>> {
-    list.iter()
-        .map(|h| match h {
-            ast::ExceptHandler::ExceptHandler(h) => stmts(&h.body),
-        })
-        .collect()
+    fn finish(mut self) -> Vec<Expr> {
+        self.flush();
+        self.parts
+    }
 }
 
 fn aliases(names: &[ast::Alias]) -> Vec<(String, Option<String>)> {
@@ -113,288 +575,121 @@ fn aliases(names: &[ast::Alias]) -> Vec<(String, Option<String>)> {
         .collect()
 }
 
-fn stmt(s: &ast::Stmt) -> Stmt {
-    use ast::Stmt as S;
-    let sp = span(s.range());
-    match s {
-        S::FunctionDef(f) => Stmt::Def(function(
-            &f.name,
-            &f.args,
-            &f.decorator_list,
-            &f.body,
-            f.range,
-        )),
-        S::AsyncFunctionDef(f) => Stmt::Def(function(
-            &f.name,
-            &f.args,
-            &f.decorator_list,
-            &f.body,
-            f.range,
-        )),
-        S::ClassDef(c) => Stmt::Class(ClassDef {
-            name: c.name.to_string(),
-            bases: exprs(&c.bases),
-            body: stmts(&c.body),
-        }),
-        S::Return(r) => Stmt::Return {
-            value: r.value.as_deref().map(expr),
-            span: sp,
-        },
-        S::Delete(d) => Stmt::Delete {
-            targets: exprs(&d.targets),
-            span: sp,
-        },
-        S::Assign(a) => Stmt::Assign {
-            targets: exprs(&a.targets),
-            value: expr(&a.value),
-            augmented: false,
-            span: sp,
-        },
-        S::AugAssign(a) => Stmt::Assign {
-            targets: vec![expr(&a.target)],
-            value: expr(&a.value),
-            augmented: true,
-            span: sp,
-        },
-        S::AnnAssign(a) => match &a.value {
-            Some(v) => Stmt::Assign {
-                targets: vec![expr(&a.target)],
-                value: expr(v),
-                augmented: false,
-                span: sp,
-            },
-            None => Stmt::Other,
-        },
-        S::For(f) => Stmt::For {
-            target: expr(&f.target),
-            iter: expr(&f.iter),
-            body: stmts(&f.body),
-            orelse: stmts(&f.orelse),
-            span: sp,
-        },
-        S::AsyncFor(f) => Stmt::For {
-            target: expr(&f.target),
-            iter: expr(&f.iter),
-            body: stmts(&f.body),
-            orelse: stmts(&f.orelse),
-            span: sp,
-        },
-        S::While(w) => Stmt::While {
-            test: expr(&w.test),
-            body: stmts(&w.body),
-            orelse: stmts(&w.orelse),
-            span: sp,
-        },
-        S::If(i) => Stmt::If {
-            test: expr(&i.test),
-            body: stmts(&i.body),
-            orelse: stmts(&i.orelse),
-            span: sp,
-        },
-        S::With(w) => Stmt::With {
-            items: with_items(&w.items),
-            body: stmts(&w.body),
-        },
-        S::AsyncWith(w) => Stmt::With {
-            items: with_items(&w.items),
-            body: stmts(&w.body),
-        },
-        S::Try(t) => Stmt::Try {
-            body: stmts(&t.body),
-            handlers: handlers(&t.handlers),
-            orelse: stmts(&t.orelse),
-            finalbody: stmts(&t.finalbody),
-        },
-        S::TryStar(t) => Stmt::Try {
-            body: stmts(&t.body),
-            handlers: handlers(&t.handlers),
-            orelse: stmts(&t.orelse),
-            finalbody: stmts(&t.finalbody),
-        },
-        S::Match(m) => Stmt::Match {
-            subject: expr(&m.subject),
-            cases: m.cases.iter().map(|c| stmts(&c.body)).collect(),
-        },
-        S::Raise(_) => Stmt::Raise,
-        S::Import(i) => Stmt::Import {
-            names: aliases(&i.names),
-        },
-        S::ImportFrom(i) => Stmt::ImportFrom {
-            module: i.module.as_ref().map(|m| m.to_string()).unwrap_or_default(),
-            names: aliases(&i.names),
-        },
-        S::Expr(e) => Stmt::Expr(expr(&e.value)),
-        S::Break(_) => Stmt::Break,
-        S::Continue(_) => Stmt::Continue,
-        S::TypeAlias(_) | S::Pass(_) | S::Global(_) | S::Nonlocal(_) | S::Assert(_) => Stmt::Other,
+/// An integer that fits `i64` keeps its value; any other number is just a number.
+fn number(n: &ast::Number) -> Constant {
+    match n {
+        ast::Number::Int(i) => i.as_i64().map_or(Constant::Number, Constant::Int),
+        ast::Number::Float(_) | ast::Number::Complex { .. } => Constant::Number,
     }
 }
 
-fn constant(c: &ast::Constant) -> Constant {
-    match c {
-        ast::Constant::Str(s) => Constant::Str(s.clone()),
-        ast::Constant::Bool(b) => Constant::Bool(*b),
-        ast::Constant::None => Constant::None,
-        ast::Constant::Int(i) => i
-            .to_string()
-            .parse()
-            .map(Constant::Int)
-            .unwrap_or(Constant::Number),
-        ast::Constant::Float(_) | ast::Constant::Complex { .. } => Constant::Number,
-        _ => Constant::Other,
+/// A chain of comparisons by identity or membership only is about objects; any other
+/// comparison is elementwise on tensors.
+fn comparison(ops: &[ast::CmpOp]) -> Operator {
+    let identity = ops.iter().all(|o| {
+        matches!(
+            o,
+            ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn
+        )
+    });
+    if identity {
+        Operator::Identity
+    } else {
+        Operator::Arithmetic
     }
 }
 
-fn comprehension(elts: Vec<Expr>, generators: &[ast::Comprehension], span: Span) -> Expr {
-    let generators = generators
-        .iter()
-        .map(|g| Generator {
-            target: expr(&g.target),
-            iter: expr(&g.iter),
-            conditions: exprs(&g.ifs),
-        })
-        .collect();
-    Expr::Comprehension {
-        elts,
-        generators,
-        span,
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn expr(e: &ast::Expr) -> Expr {
-    use ast::Expr as E;
-    let sp = span(e.range());
-    let operator = |op, operands| Expr::Operator {
-        op,
-        operands,
-        span: sp,
-    };
-    match e {
-        E::Name(n) => Expr::Name {
-            id: n.id.to_string(),
-            span: sp,
-        },
-        E::Attribute(a) => Expr::Attribute {
-            value: boxed(&a.value),
-            attr: a.attr.to_string(),
-            span: sp,
-        },
-        E::Call(c) => Expr::Call {
-            func: boxed(&c.func),
-            args: exprs(&c.args),
-            keywords: c
-                .keywords
-                .iter()
-                .map(|k| Keyword {
-                    name: k.arg.as_ref().map(|a| a.to_string()),
-                    value: expr(&k.value),
-                })
-                .collect(),
-            span: sp,
-        },
-        E::Constant(c) => Expr::Constant {
-            value: constant(&c.value),
-            span: sp,
-        },
-        E::BinOp(b) if b.op == ast::Operator::MatMult => {
-            operator(Operator::MatMul, vec![expr(&b.left), expr(&b.right)])
+    fn parse(source: &str) -> Vec<Stmt> {
+        parse_module(source).expect("the source parses")
+    }
+
+    fn at(source: &str, text: &str) -> u32 {
+        source.find(text).expect("the text is in the source") as u32
+    }
+
+    #[test]
+    fn a_decorated_function_spans_from_its_keyword() {
+        let src = "@dec\n# note\nasync def f(a, *args: int, **kw):\n    @wrap\n    class K:\n        pass\n";
+        let [Stmt::Def(f)] = &parse(src)[..] else {
+            panic!("one function")
+        };
+        assert_eq!(f.span.start, at(src, "async"));
+        assert_eq!(f.name_span.end, at(src, "class"));
+        let starts: Vec<u32> = f.params.iter().map(|p| p.span.start).collect();
+        assert_eq!(starts, [at(src, "a,"), at(src, "args"), at(src, "kw")]);
+    }
+
+    #[test]
+    fn elif_nests_in_else_up_to_the_end_of_the_statement() {
+        let src = "if a:\n    pass\nelif b:\n    pass\nelse:\n    x = 1\n";
+        let [Stmt::If { orelse, span, .. }] = &parse(src)[..] else {
+            panic!("one if")
+        };
+        let [Stmt::If {
+            orelse: last,
+            span: elif,
+            ..
+        }] = &orelse[..]
+        else {
+            panic!("an elif")
+        };
+        assert_eq!((elif.start, elif.end), (at(src, "elif"), span.end));
+        assert!(matches!(&last[..], [Stmt::Assign { .. }]));
+    }
+
+    #[test]
+    fn line_breaks_in_strings_read_as_newlines() {
+        let src = "x = \"\"\"a\r\nb\\r\"\"\"\r\ny = f\"\"\"c\r\n{d}\"\"\"\r\n";
+        let stmts = parse(src);
+        let [Stmt::Assign { value: x, .. }, Stmt::Assign { value: y, .. }] = &stmts[..] else {
+            panic!("two assignments")
+        };
+        assert_eq!(x.as_str(), Some("a\nb\r"));
+        let Expr::Opaque { parts, .. } = y else {
+            panic!("an f-string")
+        };
+        assert_eq!(parts[0].as_str(), Some("c\n"));
+        let Expr::Opaque { parts: value, .. } = &parts[1] else {
+            panic!("a replacement field")
+        };
+        assert_eq!(value[0].span().start, at(src, "d}"));
+    }
+
+    #[test]
+    fn f_strings_keep_their_text_and_values_in_order() {
+        let src = "d = \"cu\" f\"da:{rank}{n=}\"\n";
+        let [Stmt::Assign { value, .. }] = &parse(src)[..] else {
+            panic!("one assignment")
+        };
+        let Expr::Opaque { parts, .. } = value else {
+            panic!("an f-string")
+        };
+        let texts: Vec<Option<&str>> = parts.iter().map(Expr::as_str).collect();
+        assert_eq!(texts, [Some("cuda:"), None, Some("n="), None]);
+    }
+
+    #[test]
+    fn current_syntax_parses() {
+        for src in [
+            "def f[T](x: T) -> T:\n    return x\n",
+            "type Pair[T] = tuple[T, T]\n",
+            "s = f\"{'a' + f\"{x}\"}\"\n",
+            "try:\n    pass\nexcept* ValueError:\n    pass\n",
+            "match p:\n    case [x, *rest] if x:\n        pass\n",
+        ] {
+            assert!(parse_module(src).is_ok(), "{src}");
         }
-        E::BinOp(b) => operator(Operator::Arithmetic, vec![expr(&b.left), expr(&b.right)]),
-        E::UnaryOp(u) if u.op == ast::UnaryOp::Not => {
-            operator(Operator::Logical, vec![expr(&u.operand)])
-        }
-        E::UnaryOp(u) => operator(Operator::Arithmetic, vec![expr(&u.operand)]),
-        E::BoolOp(b) => operator(Operator::Logical, exprs(&b.values)),
-        E::Compare(c) => {
-            let mut operands = vec![expr(&c.left)];
-            operands.extend(exprs(&c.comparators));
-            let identity = c.ops.iter().all(|o| {
-                matches!(
-                    o,
-                    ast::CmpOp::Is | ast::CmpOp::IsNot | ast::CmpOp::In | ast::CmpOp::NotIn
-                )
-            });
-            operator(
-                if identity {
-                    Operator::Identity
-                } else {
-                    Operator::Arithmetic
-                },
-                operands,
-            )
-        }
-        E::Subscript(s) => Expr::Subscript {
-            value: boxed(&s.value),
-            index: boxed(&s.slice),
-            span: sp,
-        },
-        E::Tuple(t) => Expr::Collection {
-            elts: exprs(&t.elts),
-            span: sp,
-        },
-        E::List(l) => Expr::Collection {
-            elts: exprs(&l.elts),
-            span: sp,
-        },
-        E::Set(s) => Expr::Collection {
-            elts: exprs(&s.elts),
-            span: sp,
-        },
-        E::Dict(d) => {
-            let mut elts: Vec<Expr> = d.keys.iter().flatten().map(expr).collect();
-            elts.extend(exprs(&d.values));
-            Expr::Collection { elts, span: sp }
-        }
-        E::Starred(s) => Expr::Starred {
-            value: boxed(&s.value),
-            span: sp,
-        },
-        E::Yield(y) => Expr::Yield {
-            value: y.value.as_deref().map(boxed),
-            span: sp,
-        },
-        E::YieldFrom(y) => Expr::Yield {
-            value: Some(boxed(&y.value)),
-            span: sp,
-        },
-        E::Await(a) => Expr::Await {
-            value: boxed(&a.value),
-            span: sp,
-        },
-        E::IfExp(i) => Expr::IfExp {
-            test: boxed(&i.test),
-            body: boxed(&i.body),
-            orelse: boxed(&i.orelse),
-            span: sp,
-        },
-        E::NamedExpr(n) => Expr::Walrus {
-            target: boxed(&n.target),
-            value: boxed(&n.value),
-            span: sp,
-        },
-        E::ListComp(c) => comprehension(vec![expr(&c.elt)], &c.generators, sp),
-        E::SetComp(c) => comprehension(vec![expr(&c.elt)], &c.generators, sp),
-        E::GeneratorExp(c) => comprehension(vec![expr(&c.elt)], &c.generators, sp),
-        E::DictComp(c) => comprehension(vec![expr(&c.key), expr(&c.value)], &c.generators, sp),
-        E::Lambda(_) => Expr::Opaque {
-            parts: Vec::new(),
-            span: sp,
-        },
-        E::JoinedStr(j) => Expr::Opaque {
-            parts: exprs(&j.values),
-            span: sp,
-        },
-        E::FormattedValue(f) => Expr::Opaque {
-            parts: vec![expr(&f.value)],
-            span: sp,
-        },
-        E::Slice(s) => Expr::Opaque {
-            parts: [&s.lower, &s.upper, &s.step]
-                .into_iter()
-                .flatten()
-                .map(|e| expr(e))
-                .collect(),
-            span: sp,
-        },
+    }
+
+    #[test]
+    fn an_error_is_at_its_offset_with_a_message() {
+        let src = "import torch\nprint \"x\"\n";
+        let err = parse_module(src).expect_err("a Python 2 print");
+        assert_eq!(err.offset, at(src, "\"x"));
+        assert!(!err.message.is_empty());
     }
 }
