@@ -9,7 +9,7 @@ of a 5,000-line file to the `publishDiagnostics` for that version.
 
     python3 bench/bench.py [--corpus DIR] [--reps N] [--streamlint PATH] [--json FILE]
 
-The corpus defaults to the pinned packages of corpus/fetch-corpus.sh (`$STREAMLINT_CORPUS` or
+The corpus defaults to the pinned packages of bench/fetch-corpus.sh (`$STREAMLINT_CORPUS` or
 ~/.cache/streamlint-corpus). ruff is installed, pinned, into target/bench-venv on first use.
 """
 import argparse
