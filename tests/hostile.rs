@@ -50,7 +50,7 @@ fn undecodable_and_binary_files_are_reported_not_fatal() {
     let (code, out, _) = case(
         "bytes",
         &[
-            ("latin1.py", b"# stream \xe9\xff\nx = 1\n"),
+            ("latin1.py", b"# stream \xe9\xff\nside = torch.cuda.Stream()\n"),
             ("junk.py", &junk),
             ("junk.rs", &junk),
         ],

@@ -192,24 +192,33 @@ pub struct FileReport {
 }
 
 /// Words without which a file cannot hold code any rule looks at: such files are never parsed.
-/// (`Dataset`/`DataLoader` are for the worker rule; streams are found by `mentions_streams`.)
-const STREAM_WORDS: &[&str] = &[
-    "Event",
-    "synchronize",
-    "non_blocking",
-    "Dataset",
-    "DataLoader",
-];
+/// (`Dataset`/`DataLoader` are for the worker rule; stream APIs are found by `uses_streams`.)
+const STREAM_WORDS: &[&str] = &["Event", "non_blocking", "Dataset", "DataLoader"];
 
-/// Does the text use the word `stream`/`Stream` (or `streams`, `_stream`, `stream_`), not just
-/// `streamer` or `streaming`?
-fn mentions_streams(source: &[u8]) -> bool {
+/// Does the text call something stream-like (`torch.cuda.Stream(`, `torch.cuda.stream(s)`,
+/// `wait_stream(`, `current_stream(`, `get_streams(`) or enter a stream as a context
+/// (`with side_stream:`)? A file that only passes a `stream=` argument along or names a
+/// parameter `stream` has no stream order of its own to get wrong.
+fn uses_streams(source: &[u8]) -> bool {
     memchr::memmem::find_iter(source, b"tream").any(|i| {
-        let before = i.checked_sub(1).map(|j| source[j]);
-        let after = |k: usize| source.get(i + 5 + k).copied();
-        let letter = |c: Option<u8>| c.is_some_and(|c| c.is_ascii_alphabetic());
-        matches!(before, Some(b's' | b'S'))
-            && (!letter(after(0)) || (after(0) == Some(b's') && !letter(after(1))))
+        if !matches!(i.checked_sub(1).map(|j| source[j]), Some(b's' | b'S')) {
+            return false;
+        }
+        let mut rest = &source[i + 5..];
+        if rest.first() == Some(&b's') {
+            rest = &rest[1..];
+        }
+        let rest = rest.trim_ascii_start();
+        match rest.first() {
+            Some(b'(') => true,
+            // The end of a `with` header: only a comment may follow on the line.
+            Some(b':') => {
+                let line = rest[1..].split(|&c| c == b'\n').next().unwrap_or_default();
+                let line = line.trim_ascii();
+                line.is_empty() || line.starts_with(b"#")
+            }
+            _ => false,
+        }
     })
 }
 
@@ -220,7 +229,7 @@ const WORKER_STACK: usize = 256 << 20;
 /// names)?
 pub fn may_contain_stream_code(source: &[u8], extra_words: &[String]) -> bool {
     let found = |w: &str| memchr::memmem::find(source, w.as_bytes()).is_some();
-    mentions_streams(source)
+    uses_streams(source)
         || STREAM_WORDS.iter().any(|w| found(w))
         || extra_words.iter().any(|w| found(w))
 }
@@ -406,14 +415,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_prefilter_knows_streams_from_streamers() {
+    fn the_prefilter_knows_stream_apis_from_other_streams() {
         for yes in [
             "torch.cuda.Stream()",
             "s.wait_stream(x)",
-            "self.streams[0]",
-            "copy_stream.x",
-            "stream_ctx",
+            "get_streams (n)",
             "with stream:",
+            "with self.copy_stream:  # overlap",
+            "ev = torch.cuda.Event()",
         ] {
             assert!(may_contain_stream_code(yes.as_bytes(), &[]), "{yes}");
         }
@@ -422,6 +431,9 @@ mod tests {
             "streaming=True",
             "upstreamer",
             "x = 1",
+            "kernel(x, stream=stream)",
+            "def launch(x, stream: int):",
+            "self.streams[0]",
         ] {
             assert!(!may_contain_stream_code(no.as_bytes(), &[]), "{no}");
         }
