@@ -43,19 +43,19 @@ fn binding_name(target: &Expr) -> Option<String> {
 /// feature switch): the branches they guard are decided. Nested functions are scopes of their
 /// own and are not looked into.
 fn constant_flags(body: &[Stmt]) -> HashMap<String, bool> {
-    fn walk(stmts: &[Stmt], bound: &mut HashMap<String, (usize, Option<bool>)>) {
-        fn bind(
-            bound: &mut HashMap<String, (usize, Option<bool>)>,
-            target: &Expr,
-            value: Option<bool>,
-        ) {
-            match target {
-                Expr::Name { id, .. } => bound.entry(id.clone()).or_insert((0, value)).0 += 1,
-                // Unpacking binds each name to something not known here.
-                Expr::Collection { elts, .. } => elts.iter().for_each(|e| bind(bound, e, None)),
-                _ => {}
-            }
+    fn bind(
+        bound: &mut HashMap<String, (usize, Option<bool>)>,
+        target: &Expr,
+        value: Option<bool>,
+    ) {
+        match target {
+            Expr::Name { id, .. } => bound.entry(id.clone()).or_insert((0, value)).0 += 1,
+            // Unpacking binds each name to something not known here.
+            Expr::Collection { elts, .. } => elts.iter().for_each(|e| bind(bound, e, None)),
+            _ => {}
         }
+    }
+    fn walk(stmts: &[Stmt], bound: &mut HashMap<String, (usize, Option<bool>)>) {
         for s in stmts {
             match s {
                 Stmt::Assign {
@@ -73,43 +73,16 @@ fn constant_flags(body: &[Stmt]) -> HashMap<String, bool> {
                     };
                     targets.iter().for_each(|t| bind(bound, t, constant));
                 }
-                Stmt::For {
-                    target,
-                    body,
-                    orelse,
-                    ..
-                } => {
-                    bind(bound, target, None);
-                    walk(body, bound);
-                    walk(orelse, bound);
-                }
-                Stmt::While { body, orelse, .. } | Stmt::If { body, orelse, .. } => {
-                    walk(body, bound);
-                    walk(orelse, bound);
-                }
-                Stmt::With { items, body } => {
-                    items
-                        .iter()
-                        .filter_map(|i| i.var.as_ref())
-                        .for_each(|v| bind(bound, v, None));
-                    walk(body, bound);
-                }
-                Stmt::Try {
-                    body,
-                    handlers,
-                    orelse,
-                    finalbody,
-                } => {
-                    walk(body, bound);
-                    handlers.iter().for_each(|h| walk(h, bound));
-                    walk(orelse, bound);
-                    walk(finalbody, bound);
-                }
-                Stmt::Match { cases, .. } => cases.iter().for_each(|c| walk(c, bound)),
+                Stmt::For { target, .. } => bind(bound, target, None),
+                Stmt::With { items, .. } => items
+                    .iter()
+                    .filter_map(|i| i.var.as_ref())
+                    .for_each(|v| bind(bound, v, None)),
                 // `global`/`nonlocal` and other statements bind nothing the walk can see;
                 // a name that is also bound elsewhere is not a flag.
                 _ => {}
             }
+            s.blocks().into_iter().for_each(|block| walk(block, bound));
         }
     }
     let mut bound = HashMap::new();

@@ -40,26 +40,7 @@ impl Imports {
                 }
                 Stmt::Def(f) => self.visit(&f.body),
                 Stmt::Class(c) => self.visit(&c.body),
-                Stmt::If { body, orelse, .. }
-                | Stmt::For { body, orelse, .. }
-                | Stmt::While { body, orelse, .. } => {
-                    self.visit(body);
-                    self.visit(orelse);
-                }
-                Stmt::With { body, .. } => self.visit(body),
-                Stmt::Try {
-                    body,
-                    handlers,
-                    orelse,
-                    finalbody,
-                    ..
-                } => {
-                    self.visit(body);
-                    handlers.iter().for_each(|h| self.visit(h));
-                    self.visit(orelse);
-                    self.visit(finalbody);
-                }
-                _ => {}
+                other => other.blocks().into_iter().for_each(|b| self.visit(b)),
             }
         }
     }

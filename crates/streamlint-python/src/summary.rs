@@ -193,26 +193,7 @@ impl Scan<'_> {
                 self.stmts(body);
                 self.with_streams.truncate(self.with_streams.len() - n);
             }
-            Stmt::If { body, orelse, .. }
-            | Stmt::For { body, orelse, .. }
-            | Stmt::While { body, orelse, .. } => {
-                self.stmts(body);
-                self.stmts(orelse);
-            }
-            Stmt::Try {
-                body,
-                handlers,
-                orelse,
-                finalbody,
-                ..
-            } => {
-                self.stmts(body);
-                handlers.iter().for_each(|h| self.stmts(h));
-                self.stmts(orelse);
-                self.stmts(finalbody);
-            }
-            Stmt::Match { cases, .. } => cases.iter().for_each(|c| self.stmts(c)),
-            _ => {}
+            other => other.blocks().into_iter().for_each(|b| self.stmts(b)),
         }
     }
 

@@ -217,6 +217,32 @@ pub enum Expr {
     },
 }
 
+impl Stmt {
+    /// The statement lists a compound statement runs in this scope (loop and branch bodies,
+    /// `with`, `try` and `match` blocks); nested `def`s and `class`es are scopes of their own.
+    pub fn blocks(&self) -> Vec<&[Stmt]> {
+        match self {
+            Stmt::For { body, orelse, .. }
+            | Stmt::While { body, orelse, .. }
+            | Stmt::If { body, orelse, .. } => vec![body, orelse],
+            Stmt::With { body, .. } => vec![body],
+            Stmt::Try {
+                body,
+                handlers,
+                orelse,
+                finalbody,
+            } => {
+                let mut blocks: Vec<&[Stmt]> = vec![body];
+                blocks.extend(handlers.iter().map(Vec::as_slice));
+                blocks.extend([orelse.as_slice(), finalbody.as_slice()]);
+                blocks
+            }
+            Stmt::Match { cases, .. } => cases.iter().map(Vec::as_slice).collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 impl Expr {
     pub fn span(&self) -> Span {
         match self {
