@@ -325,6 +325,8 @@ pub struct Lowerer<'a> {
     entry_ops: Vec<(OpKind, Span)>,
     /// Buffers some site has produced already: only those can have a previous instance.
     produced: HashSet<BufferId>,
+    /// Lowering a loop body only to learn what its names hold at the end of an iteration.
+    in_trial: bool,
     /// Local flags bound once to `True` or `False` (`overlap = False`): their `if`s are decided.
     flags: HashMap<String, bool>,
     /// The name being assigned, to give a created stream a readable name.
@@ -389,6 +391,7 @@ impl<'a> Lowerer<'a> {
             entry_ops: Vec::new(),
             produced: HashSet::new(),
             flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
+            in_trial: false,
             binding: None,
             fresh_value: false,
         };
@@ -1220,11 +1223,16 @@ impl<'a> Lowerer<'a> {
     ) {
         // A trial pass finds what names hold at the end of an iteration, so that reads at the
         // top of the body see values from the previous iteration too.
-        if self.loop_depth < MAX_TRIAL_LOOP_DEPTH {
+        // Loops nested in a trial pass get no trial of their own: the outer trial only needs an
+        // approximate end-of-iteration environment, and nested trials would double the work at
+        // every level.
+        if self.loop_depth < MAX_TRIAL_LOOP_DEPTH && !self.in_trial {
             let cp = self.b.checkpoint();
             let before = self.env.clone();
             let entry_ops = self.entry_ops.len();
+            self.in_trial = true;
             let _ = self.loop_body(test, target.clone(), body, span);
+            self.in_trial = false;
             let carried = merge_env(&before, &self.env);
             self.b.rollback(cp);
             self.entry_ops.truncate(entry_ops);
