@@ -254,11 +254,14 @@ type Env = BTreeMap<String, Value>;
 fn merge_env(a: &Env, b: &Env) -> Env {
     let mut out = a.clone();
     for (k, v) in b {
-        let merged = match a.get(k) {
-            Some(ours) => ours.merge(v),
-            None => v.clone(),
-        };
-        out.insert(k.clone(), merged);
+        match out.get_mut(k) {
+            // Most names hold the same value on both paths: nothing to merge or copy.
+            Some(ours) if ours == v => {}
+            Some(ours) => *ours = ours.merge(v),
+            None => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
     }
     out
 }
