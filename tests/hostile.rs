@@ -50,7 +50,10 @@ fn undecodable_and_binary_files_are_reported_not_fatal() {
     let (code, out, _) = case(
         "bytes",
         &[
-            ("latin1.py", b"# stream \xe9\xff\nside = torch.cuda.Stream()\n"),
+            (
+                "latin1.py",
+                b"# stream \xe9\xff\nside = torch.cuda.Stream()\n",
+            ),
             ("junk.py", &junk),
             ("junk.rs", &junk),
         ],
@@ -217,4 +220,19 @@ fn stdin_junk_is_handled() {
     );
     assert_eq!(code, 1);
     assert!(out.contains("-:7:13: SL003"), "{out}");
+}
+
+#[test]
+fn oversized_files_are_skipped_with_a_finding() {
+    let line = format!("x = [{}]\n", vec!["1"; 2000].join(","));
+    let huge = format!(
+        "import torch\ns = torch.cuda.Stream()\n{}",
+        line.repeat(5200)
+    );
+    let (code, out, _) = case("huge", &[("generated.py", huge.as_bytes())]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("generated.py:1:1: SL900 skipped: the file is 20.8 MB"),
+        "{out}"
+    );
 }

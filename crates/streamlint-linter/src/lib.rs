@@ -222,6 +222,9 @@ fn uses_streams(source: &[u8]) -> bool {
     })
 }
 
+/// Files larger than this are not analysed (hand-written stream code is never this large).
+const MAX_FILE_BYTES: u64 = 20_000_000;
+
 /// Stack for the worker threads: deeply nested code makes the parser and the lowering recurse.
 const WORKER_STACK: usize = 256 << 20;
 
@@ -339,6 +342,19 @@ pub fn check_file(path: &Path, settings: &Settings) -> FileReport {
         source,
         findings,
     };
+    // Generated or vendored giants (a minified bundle, a dumped table) would cost more than the
+    // whole rest of a run; they are skipped with a finding that says so.
+    if let Ok(meta) = std::fs::metadata(path) {
+        if meta.len() > MAX_FILE_BYTES {
+            let mb = |bytes: u64| bytes as f64 / 1e6;
+            let message = format!(
+                "skipped: the file is {:.1} MB, over the {:.0} MB limit for one file",
+                mb(meta.len()),
+                mb(MAX_FILE_BYTES)
+            );
+            return report(String::new(), error_finding(settings, message));
+        }
+    }
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
         Err(e) => {
