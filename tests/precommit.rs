@@ -63,8 +63,9 @@ fn hook_repository(dir: &Path) -> String {
         .to_string()
 }
 
-fn pre_commit(project: &Path, cache: &Path) -> Output {
-    Command::new(python_tools().join("pre-commit"))
+/// Runs `pre-commit run --all-files` in `project`; returns its exit code and all it printed.
+fn pre_commit(project: &Path, cache: &Path) -> (Option<i32>, String) {
+    let out = Command::new(python_tools().join("pre-commit"))
         .args(["run", "--all-files", "--color", "never"])
         .current_dir(project)
         .env("PRE_COMMIT_HOME", cache)
@@ -74,7 +75,13 @@ fn pre_commit(project: &Path, cache: &Path) -> Output {
             repo_root().join("target/pre-commit-build"),
         )
         .output()
-        .expect("pre-commit runs")
+        .expect("pre-commit runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), text)
 }
 
 #[test]
@@ -105,17 +112,8 @@ fn pre_commit_runs_the_hook_and_fails_only_on_buggy_files() {
     git(&project, &["init", "-q"]);
     git(&project, &["add", "-A"]);
 
-    let out = pre_commit(&project, &cache);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(1),
-        "the buggy file fails the hook:\n{text}"
-    );
+    let (code, text) = pre_commit(&project, &cache);
+    assert_eq!(code, Some(1), "the buggy file fails the hook:\n{text}");
     assert!(
         text.contains("offload.py:20:9: SL001"),
         "the failure names file, line and rule:\n{text}"
@@ -127,17 +125,8 @@ fn pre_commit_runs_the_hook_and_fails_only_on_buggy_files() {
     )
     .unwrap();
     git(&project, &["add", "-A"]);
-    let out = pre_commit(&project, &cache);
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "the correct file passes:\n{text}"
-    );
+    let (code, text) = pre_commit(&project, &cache);
+    assert_eq!(code, Some(0), "the correct file passes:\n{text}");
     assert!(
         text.contains("streamlint") && text.contains("Passed"),
         "{text}"

@@ -162,6 +162,11 @@ const NON_TENSOR_MODULES: &[&str] = &[
     "optim.",
 ];
 
+/// Methods that hand a function and its arguments to another thread or process (executors,
+/// pools, event loops): the arguments leave this function's stream order.
+pub const THREAD_HAND_OFFS: &[&str] =
+    &["submit", "apply_async", "starmap_async", "run_in_executor"];
+
 /// Tensor methods that return a view or the tensor itself: no kernel, same storage.
 pub const VIEW_METHODS: &[&str] = &[
     "view",

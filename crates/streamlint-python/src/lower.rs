@@ -12,7 +12,7 @@ use streamlint_graph::{
 
 use crate::api::{
     ApiCall, HOST_READ_BUILTINS, HOST_READ_METHODS, METADATA_METHODS, NEUTRAL_BUILTINS,
-    TENSOR_METHODS, VIEW_METHODS,
+    TENSOR_METHODS, THREAD_HAND_OFFS, VIEW_METHODS,
 };
 use crate::module::{ModuleContext, Role};
 use crate::summary::{AttrKind, ClassSummary};
@@ -92,10 +92,6 @@ fn constant_flags(body: &[Stmt]) -> HashMap<String, bool> {
         .filter_map(|(name, (count, value))| (count == 1).then_some((name, value?)))
         .collect()
 }
-
-/// Methods that hand a function and its arguments to another thread or process (executors,
-/// pools, event loops): the arguments leave this function's stream order.
-const THREAD_HAND_OFFS: &[&str] = &["submit", "apply_async", "starmap_async", "run_in_executor"];
 
 /// Words that name values the code leaves unnamed (a call's tuple result, a loop element bound to
 /// a pattern): not spellings of the value.

@@ -169,28 +169,10 @@ impl Scope<'_> {
                     }
                     .lower_defs(&c.body, out);
                 }
-                Stmt::If { body, orelse, .. }
-                | Stmt::For { body, orelse, .. }
-                | Stmt::While { body, orelse, .. } => {
-                    self.lower_nested(body, role.clone(), out);
-                    self.lower_nested(orelse, role.clone(), out);
-                }
-                Stmt::With { body, .. } => self.lower_nested(body, role.clone(), out),
-                Stmt::Try {
-                    body,
-                    handlers,
-                    orelse,
-                    finalbody,
-                    ..
-                } => {
-                    self.lower_nested(body, role.clone(), out);
-                    handlers
-                        .iter()
-                        .for_each(|h| self.lower_nested(h, role.clone(), out));
-                    self.lower_nested(orelse, role.clone(), out);
-                    self.lower_nested(finalbody, role.clone(), out);
-                }
-                _ => {}
+                other => other
+                    .blocks()
+                    .into_iter()
+                    .for_each(|b| self.lower_nested(b, role.clone(), out)),
             }
         }
     }
