@@ -123,7 +123,11 @@ fn full_output_shows_the_snippet_and_the_fix() {
 fn unparsable_and_undecodable_files_are_reported_and_others_still_checked() {
     let dir = scratch("badinput");
     write(&dir, "broken.py", b"import torch\ns = torch.cuda.Stream(\n");
-    write(&dir, "latin1.py", b"# stream \xe9\xff\nside = torch.cuda.Stream()\n");
+    write(
+        &dir,
+        "latin1.py",
+        b"# stream \xe9\xff\nside = torch.cuda.Stream()\n",
+    );
     write(&dir, "train.py", BUGGY.as_bytes());
     let (code, out, _) = run(&["check", "--output-format", "concise", dir.to_str().unwrap()]);
     assert_eq!(code, 1);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
 use streamlint_graph::Span;
-use streamlint_python::ApiModel;
+use streamlint_python::{ApiModel, Prefilter};
 use streamlint_rules::{Finding, Severity, PARSE_ERROR, UNUSED_SUPPRESSION};
 
 pub use config::{Config, ConfigError, Options};
@@ -36,8 +36,8 @@ pub struct Settings {
     pub force_exclude: bool,
     /// Codes not reported in files matching a pattern.
     pub per_file_ignores: Vec<(GlobSet, Vec<String>)>,
-    /// The project's own API names: files mentioning them are parsed too.
-    pub extra_words: Vec<String>,
+    /// Tells the Python files worth parsing (it knows the project's own API names too).
+    pub python_prefilter: Prefilter,
 }
 
 impl Default for Settings {
@@ -61,13 +61,13 @@ impl Settings {
             let root = std::env::current_dir().unwrap_or_default();
             return Ok(Settings {
                 selection: Selection::default(),
-                api,
                 respect_gitignore: true,
                 force_exclude: false,
                 root,
                 exclude,
                 per_file_ignores: Vec::new(),
-                extra_words: Vec::new(),
+                python_prefilter: Prefilter::new(&api),
+                api,
             });
         };
         config.extend_api(&mut api);
@@ -89,7 +89,7 @@ impl Settings {
                 .unwrap_or_else(|_| config.root().to_path_buf()),
             exclude,
             per_file_ignores: config.per_file_ignores()?,
-            extra_words: api.configured_names(),
+            python_prefilter: Prefilter::new(&api),
             api,
         })
     }
@@ -186,40 +186,10 @@ fn find_broken_fixes(
 #[derive(Debug)]
 pub struct FileReport {
     pub path: PathBuf,
-    /// The text the findings' spans point into (empty when the file could not be read).
+    /// The text the findings' spans point into (empty when there are none: a whole-project run
+    /// keeps only the text it will show).
     pub source: String,
     pub findings: Vec<Finding>,
-}
-
-/// Words without which a file cannot hold code any rule looks at: such files are never parsed.
-/// (`Dataset`/`DataLoader` are for the worker rule; stream APIs are found by `uses_streams`.)
-const STREAM_WORDS: &[&str] = &["Event", "non_blocking", "Dataset", "DataLoader"];
-
-/// Does the text call something stream-like (`torch.cuda.Stream(`, `torch.cuda.stream(s)`,
-/// `wait_stream(`, `current_stream(`, `get_streams(`) or enter a stream as a context
-/// (`with side_stream:`)? A file that only passes a `stream=` argument along or names a
-/// parameter `stream` has no stream order of its own to get wrong.
-fn uses_streams(source: &[u8]) -> bool {
-    memchr::memmem::find_iter(source, b"tream").any(|i| {
-        if !matches!(i.checked_sub(1).map(|j| source[j]), Some(b's' | b'S')) {
-            return false;
-        }
-        let mut rest = &source[i + 5..];
-        if rest.first() == Some(&b's') {
-            rest = &rest[1..];
-        }
-        let rest = rest.trim_ascii_start();
-        match rest.first() {
-            Some(b'(') => true,
-            // The end of a `with` header: only a comment may follow on the line.
-            Some(b':') => {
-                let line = rest[1..].split(|&c| c == b'\n').next().unwrap_or_default();
-                let line = line.trim_ascii();
-                line.is_empty() || line.starts_with(b"#")
-            }
-            _ => false,
-        }
-    })
 }
 
 /// Files larger than this are not analysed (hand-written stream code is never this large).
@@ -227,15 +197,6 @@ const MAX_FILE_BYTES: u64 = 20_000_000;
 
 /// Stack for the worker threads: deeply nested code makes the parser and the lowering recurse.
 const WORKER_STACK: usize = 256 << 20;
-
-/// Does `source` mention anything the analysis could act on (including the project's own API
-/// names)?
-pub fn may_contain_stream_code(source: &[u8], extra_words: &[String]) -> bool {
-    let found = |w: &str| memchr::memmem::find(source, w.as_bytes()).is_some();
-    uses_streams(source)
-        || STREAM_WORDS.iter().any(|w| found(w))
-        || extra_words.iter().any(|w| found(w))
-}
 
 /// The languages streamlint reads, by file extension.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -273,7 +234,7 @@ impl Language {
 /// Could the file hold code any rule looks at? Files that cannot are never parsed.
 fn worth_parsing(language: Language, source: &[u8], settings: &Settings) -> bool {
     match language {
-        Language::Python => may_contain_stream_code(source, &settings.extra_words),
+        Language::Python => settings.python_prefilter.admits(source),
         Language::Rust => streamlint_rust::may_contain_gpu_code(source),
     }
 }
@@ -306,10 +267,13 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
         }
     };
     let enabled = |code: &str| settings.selection.enabled(code);
-    let mut findings: Vec<Finding> = bodies
-        .iter()
-        .flat_map(|b| streamlint_rules::check_body(b, &enabled))
-        .collect();
+    let check = |b: &streamlint_graph::Body| streamlint_rules::check_body(b, &enabled);
+    // Bodies are judged independently: in parallel within the caller's thread pool.
+    let mut findings: Vec<Finding> = if rayon::current_thread_index().is_some() {
+        bodies.par_iter().flat_map_iter(check).collect()
+    } else {
+        bodies.iter().flat_map(check).collect()
+    };
     keep_fixes_that_parse(&mut findings, source, language);
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
@@ -386,6 +350,9 @@ pub fn check_file(path: &Path, settings: &Settings) -> FileReport {
             });
             let ignored = settings.ignored_here(path);
             findings.retain(|f| !ignored.iter().any(|p| select::matches(p, f.code)));
+            if findings.is_empty() {
+                return report(String::new(), findings);
+            }
             report(source, findings)
         }
         Err(e) => {
@@ -424,38 +391,4 @@ pub fn check_files(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     };
     reports.sort_by(|a, b| a.path.cmp(&b.path));
     reports
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_prefilter_knows_stream_apis_from_other_streams() {
-        for yes in [
-            "torch.cuda.Stream()",
-            "s.wait_stream(x)",
-            "get_streams (n)",
-            "with stream:",
-            "with self.copy_stream:  # overlap",
-            "ev = torch.cuda.Event()",
-        ] {
-            assert!(may_contain_stream_code(yes.as_bytes(), &[]), "{yes}");
-        }
-        for no in [
-            "self.streamer.put(x)",
-            "streaming=True",
-            "upstreamer",
-            "x = 1",
-            "kernel(x, stream=stream)",
-            "def launch(x, stream: int):",
-            "self.streams[0]",
-        ] {
-            assert!(!may_contain_stream_code(no.as_bytes(), &[]), "{no}");
-        }
-        assert!(may_contain_stream_code(
-            b"keep_alive(x, s)",
-            &["keep_alive".to_string()]
-        ));
-    }
 }

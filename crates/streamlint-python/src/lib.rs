@@ -6,11 +6,13 @@ mod lower;
 mod module;
 mod names;
 mod parser;
+mod prefilter;
 mod summary;
 mod syntax;
 
 pub use api::ApiModel;
 pub use parser::ParseError;
+pub use prefilter::Prefilter;
 
 use streamlint_graph::Body;
 
@@ -23,7 +25,7 @@ pub fn parses(source: &str) -> bool {
 /// byte offset, so the file's path is not needed to parse it.
 pub fn lower_source(source: &str, api: &ApiModel) -> Result<Vec<Body>, ParseError> {
     let stmts = parser::parse_module(source)?;
-    Ok(module::lower_module(&stmts, api))
+    Ok(module::lower_module(source, &stmts, api))
 }
 
 #[cfg(test)]
@@ -41,14 +43,27 @@ mod tests {
     }
 
     #[test]
-    fn every_function_method_and_closure_is_a_body() {
-        let src = "import torch\nclass P:\n    def a(self):\n        def inner():\n            pass\n        return inner\n\ndef b():\n    pass\n";
+    fn every_function_method_and_closure_with_stream_code_is_a_body() {
+        let src = "import torch\nclass P:\n    def a(self):\n        def inner():\n            torch.cuda.current_stream().synchronize()\n        return inner\n\ndef b():\n    pass\n\ndef c(x):\n    return x.to('cuda', non_blocking=True)\n";
         let names: Vec<String> = lower_source(src, &ApiModel::default())
             .unwrap()
             .into_iter()
             .map(|b| b.name)
             .collect();
-        assert_eq!(names, ["<module>", "a", "inner", "b"]);
+        // `a` contains `inner`'s text; `b` has nothing to do with streams.
+        assert_eq!(names, ["<module>", "a", "inner", "c"]);
+    }
+
+    #[test]
+    fn methods_see_stream_state_their_class_keeps_in_attributes() {
+        // `next` names no stream API, but hands out a batch staged on the side stream.
+        let src = "import torch\nclass Prefetcher:\n    def __init__(self, it):\n        self.it = it\n        self.stream = torch.cuda.Stream()\n        self.preload()\n\n    def preload(self):\n        with torch.cuda.stream(self.stream):\n            self.batch = next(self.it).cuda(non_blocking=True)\n\n    def next(self):\n        batch = self.batch\n        self.preload()\n        return batch\n\n    def __len__(self):\n        return len(self.it)\n";
+        let names: Vec<String> = lower_source(src, &ApiModel::default())
+            .unwrap()
+            .into_iter()
+            .map(|b| b.name)
+            .collect();
+        assert_eq!(names, ["<module>", "__init__", "preload", "next"]);
     }
 
     #[test]

@@ -3,23 +3,37 @@
 
 use std::collections::{HashMap, HashSet};
 
-use streamlint_graph::Body;
+use rayon::prelude::*;
+
+use streamlint_graph::{Body, Span};
 
 use crate::api::{ApiCall, ApiModel};
 use crate::lower::Lowerer;
 use crate::names::Imports;
+use crate::prefilter::Prefilter;
 use crate::summary::ClassSummary;
 use crate::syntax::{visit_calls, ClassDef, Constant, Expr, FunctionDef, Stmt};
 
 /// What every function of a module shares.
 pub struct ModuleContext<'a> {
     pub api: &'a ApiModel,
+    /// The module's text, for scanning a function before lowering it.
+    pub source: &'a str,
+    pub prefilter: Prefilter,
     pub imports: Imports,
     /// Functions defined at the top level of the module.
     pub local_functions: HashSet<String>,
 }
 
 impl ModuleContext<'_> {
+    /// The text a span covers (empty for a span outside the module).
+    fn text(&self, span: Span) -> &[u8] {
+        self.source
+            .as_bytes()
+            .get(span.start as usize..span.end as usize)
+            .unwrap_or_default()
+    }
+
     /// The qualified name of a device module the expression denotes (`torch.cuda`,
     /// `torch.get_device_module(dev)`, `get_accelerator()`), if it is one.
     pub fn device_module(&self, expr: &Expr) -> Option<String> {
@@ -61,7 +75,7 @@ pub struct Role<'a> {
 }
 
 /// Lower every function of a parsed module.
-pub fn lower_module(stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
+pub fn lower_module(source: &str, stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
     let mut imports = Imports::collect(stmts);
     // `device_module = torch.get_device_module()` at the top level reads like an import.
     for s in stmts {
@@ -78,6 +92,8 @@ pub fn lower_module(stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
     }
     let cx = ModuleContext {
         api,
+        source,
+        prefilter: Prefilter::new(api),
         imports,
         local_functions: stmts
             .iter()
@@ -88,16 +104,50 @@ pub fn lower_module(stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
             .collect(),
     };
     let workers = Workers::find(&cx, stmts);
-    let mut bodies = vec![Lowerer::lower(&cx, Role::default(), None, stmts)];
     let constructions = constructions(stmts);
+    let mut summaries = Summaries::new();
+    summarize_classes(&cx, stmts, &mut summaries);
     let top = Scope {
         cx: &cx,
         constructions: &constructions,
         workers: &workers,
+        summaries: &summaries,
         class: None,
     };
-    top.lower_defs(stmts, &mut bodies);
+    let mut jobs = Vec::new();
+    top.gather(stmts, &mut jobs);
+    let lower = |(role, f): (Role<'_>, &FunctionDef)| Lowerer::lower(&cx, role, Some(f), &[]);
+    let mut bodies = vec![Lowerer::lower(&cx, Role::default(), None, stmts)];
+    // Functions are lowered independently of each other. Within a thread pool (the caller's:
+    // it chose the stacks deep code needs), they are lowered in parallel, which a large file
+    // open in an editor needs; elsewhere one after the other.
+    if rayon::current_thread_index().is_some() {
+        bodies.par_extend(jobs.into_par_iter().map(lower));
+    } else {
+        bodies.extend(jobs.into_iter().map(lower));
+    }
     bodies
+}
+
+/// The summary of every class of the module, by the class's place in the syntax tree.
+type Summaries = HashMap<*const ClassDef, ClassSummary>;
+
+/// Summarize the classes in `stmts`, at any depth.
+fn summarize_classes(cx: &ModuleContext<'_>, stmts: &[Stmt], out: &mut Summaries) {
+    for s in stmts {
+        match s {
+            Stmt::Def(f) => summarize_classes(cx, &f.body, out),
+            Stmt::Class(c) => {
+                let summary = ClassSummary::build(&c.body, cx.api, &cx.imports);
+                out.insert(std::ptr::from_ref(c), summary);
+                summarize_classes(cx, &c.body, out);
+            }
+            other => other
+                .blocks()
+                .into_iter()
+                .for_each(|b| summarize_classes(cx, b, out)),
+        }
+    }
 }
 
 /// Where the functions being lowered sit: at the top level, in a class, or in a method.
@@ -106,35 +156,32 @@ struct Scope<'s> {
     cx: &'s ModuleContext<'s>,
     constructions: &'s Constructions,
     workers: &'s Workers,
+    summaries: &'s Summaries,
     /// The class body being walked, with its summary.
     class: Option<(&'s ClassDef, &'s ClassSummary)>,
 }
 
-impl Scope<'_> {
-    /// Lower the functions defined in `stmts` (and those nested in them). Functions nested in a
-    /// method keep the method's class, since they close over its `self`.
-    fn lower_defs(&self, stmts: &[Stmt], out: &mut Vec<Body>) {
+/// A function to lower, in its role.
+type Job<'s> = (Role<'s>, &'s FunctionDef);
+
+impl<'s> Scope<'s> {
+    /// The functions defined in `stmts` (and those nested in them) worth lowering. Functions
+    /// nested in a method keep the method's class, since they close over its `self`.
+    fn gather(&self, stmts: &'s [Stmt], out: &mut Vec<Job<'s>>) {
         for s in stmts {
             match s {
                 Stmt::Def(f) => {
-                    out.push(Lowerer::lower(self.cx, self.role(f), Some(f), &[]));
+                    self.gather_def(f, self.role(f), out);
                     let nested = Role {
                         class: self.class.map(|(_, s)| s),
                         ..Role::default()
                     };
-                    self.lower_nested(&f.body, nested, out);
+                    self.gather_nested(&f.body, nested, out);
                 }
-                Stmt::Class(c) => {
-                    let summary = ClassSummary::build(&c.body, self.cx.api, &self.cx.imports);
-                    Scope {
-                        class: Some((c, &summary)),
-                        ..*self
-                    }
-                    .lower_defs(&c.body, out);
-                }
+                Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
                 Stmt::If { body, orelse, .. } => {
-                    self.lower_defs(body, out);
-                    self.lower_defs(orelse, out);
+                    self.gather(body, out);
+                    self.gather(orelse, out);
                 }
                 Stmt::Try {
                     body,
@@ -143,10 +190,10 @@ impl Scope<'_> {
                     finalbody,
                     ..
                 } => {
-                    self.lower_defs(body, out);
-                    handlers.iter().for_each(|h| self.lower_defs(h, out));
-                    self.lower_defs(orelse, out);
-                    self.lower_defs(finalbody, out);
+                    self.gather(body, out);
+                    handlers.iter().for_each(|h| self.gather(h, out));
+                    self.gather(orelse, out);
+                    self.gather(finalbody, out);
                 }
                 _ => {}
             }
@@ -154,30 +201,52 @@ impl Scope<'_> {
     }
 
     /// Closures inside a function, at any depth.
-    fn lower_nested(&self, stmts: &[Stmt], role: Role<'_>, out: &mut Vec<Body>) {
+    fn gather_nested(&self, stmts: &'s [Stmt], role: Role<'s>, out: &mut Vec<Job<'s>>) {
         for s in stmts {
             match s {
                 Stmt::Def(f) => {
-                    out.push(Lowerer::lower(self.cx, role.clone(), Some(f), &[]));
-                    self.lower_nested(&f.body, role.clone(), out);
+                    self.gather_def(f, role.clone(), out);
+                    self.gather_nested(&f.body, role.clone(), out);
                 }
-                Stmt::Class(c) => {
-                    let summary = ClassSummary::build(&c.body, self.cx.api, &self.cx.imports);
-                    Scope {
-                        class: Some((c, &summary)),
-                        ..*self
-                    }
-                    .lower_defs(&c.body, out);
-                }
+                Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
                 other => other
                     .blocks()
                     .into_iter()
-                    .for_each(|b| self.lower_nested(b, role.clone(), out)),
+                    .for_each(|b| self.gather_nested(b, role.clone(), out)),
             }
         }
     }
 
-    fn role(&self, f: &FunctionDef) -> Role<'_> {
+    /// Lower one function, unless its text shows it has no stream order of its own: no stream
+    /// API, event, `non_blocking` copy or attribute of its class that holds stream state (a
+    /// stream, an event, pinned memory, a tensor staged on a side stream). Such a function runs
+    /// everything on the caller's current stream, where no rule has anything to judge. Code that
+    /// runs in data-loading workers is always lowered: any device use there is a finding.
+    fn gather_def(&self, f: &'s FunctionDef, role: Role<'s>, out: &mut Vec<Job<'s>>) {
+        let text = self.cx.text(f.span);
+        let worth_it = role.device_forbidden.is_some()
+            || self.cx.prefilter.admits(text)
+            || role.class.is_some_and(|class| {
+                class.attrs.iter().any(|(attr, kind)| {
+                    kind.carries_stream_state()
+                        && memchr::memmem::find(text, attr.as_bytes()).is_some()
+                })
+            });
+        if worth_it {
+            out.push((role, f));
+        }
+    }
+
+    /// The scope of a class's body.
+    fn in_class(&self, class: &'s ClassDef) -> Scope<'s> {
+        let summary = &self.summaries[&std::ptr::from_ref(class)];
+        Scope {
+            class: Some((class, summary)),
+            ..*self
+        }
+    }
+
+    fn role(&self, f: &FunctionDef) -> Role<'s> {
         let cx = self.cx;
         let context_manager = f
             .decorators

@@ -31,6 +31,21 @@ pub enum AttrKind {
     },
 }
 
+impl AttrKind {
+    /// Does the attribute carry stream state from one method to another? Host memory that is
+    /// not pinned and tensors made on the caller's stream carry none.
+    pub fn carries_stream_state(&self) -> bool {
+        match self {
+            AttrKind::Host { pinned } => *pinned,
+            AttrKind::Tensor { stream, .. } => !stream.is_empty(),
+            AttrKind::Stream
+            | AttrKind::AmbientStream
+            | AttrKind::StreamCache
+            | AttrKind::Event => true,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct MethodSummary {
     /// Attributes the method assigns, with what they hold.

@@ -55,7 +55,8 @@ pub const BORROWED_STREAMS: &[&str] = &[
     "stream",
 ];
 
-/// Words without which a file cannot hold code the Rust model looks at.
+/// Words without which a file cannot hold code the Rust model looks at. They count only as whole
+/// identifiers: generated bindings name thousands of things `...CudaStreamA` or `custom_...`.
 const WORDS: &[&str] = &[
     "cudarc",
     "cust",
@@ -70,7 +71,41 @@ const WORDS: &[&str] = &[
 
 /// Does `source` mention anything the Rust model acts on?
 pub fn may_contain_gpu_code(source: &[u8]) -> bool {
-    WORDS
-        .iter()
-        .any(|w| source.windows(w.len()).any(|win| win == w.as_bytes()))
+    let ident = |b: Option<&u8>| b.is_some_and(|&b| b == b'_' || b.is_ascii_alphanumeric());
+    WORDS.iter().any(|w| {
+        let open_end = w.ends_with(|c: char| c == '_' || c.is_ascii_alphanumeric());
+        memchr::memmem::find_iter(source, w.as_bytes()).any(|at| {
+            let before = at.checked_sub(1).and_then(|i| source.get(i));
+            let after = source.get(at + w.len());
+            let ends_there = !open_end || !ident(after);
+            !ident(before) && ends_there
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prefilter_counts_whole_identifiers_only() {
+        for yes in [
+            "use cudarc::driver::CudaStream;",
+            "use cust::prelude::*;",
+            "let s = ctx.new_stream()?;",
+            "let b = DeviceBuffer::from_slice(&x)?;",
+            "unsafe { launch!(f<<<1, 1, 0, s>>>(x)) }",
+            "let (a, b) = s.fork()?;",
+        ] {
+            assert!(may_contain_gpu_code(yes.as_bytes()), "{yes}");
+        }
+        for no in [
+            "CUPTI_CBID_NVTX_nvtxNameCudaStreamA = 26,",
+            "fn custom_op() {}",
+            "let my_cudarc_version = 1;",
+            "fn renew_stream() {}",
+        ] {
+            assert!(!may_contain_gpu_code(no.as_bytes()), "{no}");
+        }
+    }
 }

@@ -6,7 +6,7 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::rc::Rc;
-use std::thread;
+use std::sync::OnceLock;
 
 use streamlint_linter::Settings;
 use streamlint_rules::{Finding, PARSE_ERROR};
@@ -26,9 +26,23 @@ pub fn findings(doc: &mut Document, lint: LintFn) -> Rc<[Finding]> {
     findings
 }
 
-/// Stack of a lint's thread: deeply nested code makes the parser and the lowering recurse (the
+/// Stack of the lint's threads: deeply nested code makes the parser and the lowering recurse (the
 /// command line gives its workers as much), and an overflow would abort the server.
 const STACK: usize = 256 << 20;
+
+/// The threads lints run on, made on first use; the analysis spreads a large file's functions
+/// over them.
+fn workers() -> Option<&'static rayon::ThreadPool> {
+    static POOL: OnceLock<Option<rayon::ThreadPool>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .thread_name(|i| format!("streamlint-lint-{i}"))
+            .stack_size(STACK)
+            .build()
+            .ok()
+    })
+    .as_ref()
+}
 
 fn run(doc: &Document, lint: LintFn) -> Vec<Finding> {
     let settings: &Settings = &doc.settings;
@@ -38,17 +52,13 @@ fn run(doc: &Document, lint: LintFn) -> Vec<Finding> {
         return Vec::new();
     }
     let (path, text) = (doc.lint_path(), doc.text.as_str());
-    let analyse = || lint(&path, text, settings);
-    // A panic ends the lint's thread, not the server; where no thread can be had, the lint runs
-    // here, still with panics caught.
-    let outcome = thread::scope(|scope| {
-        thread::Builder::new()
-            .name("streamlint-lint".into())
-            .stack_size(STACK)
-            .spawn_scoped(scope, analyse)
-            .map(|handle| handle.join())
-    })
-    .unwrap_or_else(|_| catch_unwind(AssertUnwindSafe(analyse)));
+    // A panic ends the lint, not the server; where no threads can be had, the lint runs here,
+    // still with panics caught.
+    let analyse = || catch_unwind(AssertUnwindSafe(|| lint(&path, text, settings)));
+    let outcome = match workers() {
+        Some(pool) => pool.install(analyse),
+        None => analyse(),
+    };
     let mut findings = outcome.unwrap_or_else(|_| {
         eprintln!(
             "streamlint: internal error while analysing {} (the panic is above); please report it with the file",
