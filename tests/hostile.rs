@@ -135,6 +135,47 @@ fn a_hundred_thousand_lines_in_a_few_seconds() {
 }
 
 #[test]
+fn a_file_over_the_time_limit_stops_with_a_finding() {
+    let dir = Scratch::new("hostile-slow");
+    std::fs::write(
+        dir.join("pyproject.toml"),
+        "[tool.streamlint]\nfile-time-limit = 1\n",
+    )
+    .unwrap();
+    // One function of 100,000 lines: lowering it takes seconds.
+    let mut giant =
+        String::from("import torch\n\n\ndef giant(x: torch.Tensor, side: torch.cuda.Stream):\n");
+    for i in 0..25_000 {
+        giant.push_str(&format!(
+            "    side.wait_stream(torch.cuda.current_stream())\n    with torch.cuda.stream(side):\n        y{i} = x * {i}\n    x = y{i} + 1\n"
+        ));
+    }
+    giant.push_str("    return x\n");
+    std::fs::write(dir.join("giant.py"), giant).unwrap();
+    std::fs::write(dir.join("train.py"), BUGGY).unwrap();
+    let start = Instant::now();
+    let (code, out, err) = run(&[
+        "check",
+        "--output-format",
+        "concise",
+        &dir.to_string_lossy(),
+    ]);
+    assert!(
+        start.elapsed() < Duration::from_secs(15),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        out.contains("giant.py:4:1: SL900 analysis stopped at the time limit for one file (1 s): `giant` was not checked"),
+        "{out}"
+    );
+    // What was lowered of `giant` is not judged: its findings would be guesses.
+    assert_eq!(out.matches("giant.py").count(), 1, "{out}");
+    assert!(out.contains("train.py:7:13: SL003"), "{out}");
+}
+
+#[test]
 fn syntax_errors_newest_syntax_and_empty_files() {
     let newest = "import torch\n\ntype Vec[T] = list[T]\n\ndef first[T](xs: Vec[T]) -> T:\n    match xs:\n        case [x, *_]:\n            return x\n        case _:\n            raise ValueError(f\"{'empty'!r:>{10}}\")\n\ntry:\n    pass\nexcept* ValueError:\n    pass\n";
     let (code, out, _) = case(
@@ -208,6 +249,16 @@ fn bad_configuration_and_selectors_exit_two_with_a_message() {
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("SL0X1"), "{err}");
+    for limit in ["0", "-3", "\"soon\""] {
+        std::fs::write(
+            dir.join("streamlint.toml"),
+            format!("file-time-limit = {limit}\n"),
+        )
+        .unwrap();
+        let (code, _, err) = run(&["check", &dir.to_string_lossy()]);
+        assert_eq!(code, 2, "{limit}: {err}");
+        assert!(err.contains("streamlint.toml"), "{limit}: {err}");
+    }
 }
 
 #[test]

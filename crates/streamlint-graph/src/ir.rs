@@ -323,6 +323,9 @@ pub struct Body {
     /// Not so where the language has no current stream (cudarc, cust): the caller picks one.
     pub returns_to_ambient: bool,
     pub rewrites: Rewrites,
+    /// Lowering stopped at the file's deadline: the body holds only part of the function and is
+    /// not judged (a missing `record_stream` might be in the part not lowered).
+    pub cut_short: bool,
 }
 
 /// Places where the syntax allows a mechanical rewrite with stream scoping, as the frontend saw
@@ -432,6 +435,7 @@ impl BodyBuilder {
             device_forbidden: None,
             returns_to_ambient: true,
             rewrites: Rewrites::default(),
+            cut_short: false,
         };
         BodyBuilder {
             body,
@@ -525,6 +529,11 @@ impl BodyBuilder {
         self.body.blocks = cp.blocks;
         self.current = cp.current;
     }
+    /// The deadline passed before the function was lowered to its end.
+    pub fn cut_short(&mut self) {
+        self.body.cut_short = true;
+    }
+
     pub fn finish(self) -> Body {
         self.body
     }

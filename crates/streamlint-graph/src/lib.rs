@@ -8,11 +8,13 @@
 
 mod access_set;
 mod analysis;
+mod deadline;
 mod ir;
 mod state;
 
 pub use access_set::AccessSet;
 pub use analysis::Analysis;
+pub use deadline::Deadline;
 pub use ir::*;
 pub use state::{BufferState, EventState, Recorded, State};
 

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
@@ -24,6 +25,8 @@ pub struct Options {
     /// Adds to the excluded paths.
     pub extend_exclude: Option<Vec<String>>,
     pub respect_gitignore: Option<bool>,
+    /// Seconds one file's analysis may take.
+    pub file_time_limit: Option<f64>,
     /// The project's own names for stream APIs.
     pub api: Option<ApiOptions>,
 }
@@ -200,6 +203,22 @@ impl Config {
             ));
         }
         Ok(out)
+    }
+
+    /// The time one file's analysis may take: `file-time-limit` seconds, or the default.
+    pub fn file_time_limit(&self) -> Result<Duration, ConfigError> {
+        match self.options.file_time_limit {
+            None => Ok(crate::DEFAULT_FILE_TIME_LIMIT),
+            Some(s) => Duration::try_from_secs_f64(s)
+                .ok()
+                .filter(|d| !d.is_zero())
+                .ok_or_else(|| {
+                    self.invalid(
+                        "file-time-limit",
+                        &format!("{s} is not a number of seconds above 0"),
+                    )
+                }),
+        }
     }
 
     pub fn invalid(&self, key: &str, why: &str) -> ConfigError {

@@ -9,9 +9,10 @@ mod select;
 mod suppress;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use rayon::prelude::*;
-use streamlint_graph::Span;
+use streamlint_graph::{Body, Deadline, Span};
 use streamlint_python::{ApiModel, Prefilter};
 use streamlint_rules::{Finding, Severity, PARSE_ERROR, UNUSED_SUPPRESSION};
 
@@ -38,6 +39,8 @@ pub struct Settings {
     pub per_file_ignores: Vec<(GlobSet, Vec<String>)>,
     /// Tells the Python files worth parsing (it knows the project's own API names too).
     pub python_prefilter: Prefilter,
+    /// How long one file's analysis may take before it stops with a finding.
+    pub file_time_limit: Duration,
 }
 
 impl Default for Settings {
@@ -67,6 +70,7 @@ impl Settings {
                 exclude,
                 per_file_ignores: Vec::new(),
                 python_prefilter: Prefilter::new(&api),
+                file_time_limit: DEFAULT_FILE_TIME_LIMIT,
                 api,
             });
         };
@@ -90,6 +94,7 @@ impl Settings {
             exclude,
             per_file_ignores: config.per_file_ignores()?,
             python_prefilter: Prefilter::new(&api),
+            file_time_limit: config.file_time_limit()?,
             api,
         })
     }
@@ -192,6 +197,10 @@ pub struct FileReport {
     pub findings: Vec<Finding>,
 }
 
+/// How long one file's analysis may take by default: real files take milliseconds; a generated
+/// giant may take seconds, and nothing should take longer.
+pub const DEFAULT_FILE_TIME_LIMIT: Duration = Duration::from_secs(10);
+
 /// Files larger than this are not analysed (hand-written stream code is never this large).
 const MAX_FILE_BYTES: u64 = 20_000_000;
 
@@ -245,10 +254,13 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
     if !worth_parsing(language, source.as_bytes(), settings) {
         return Vec::new();
     }
+    let deadline = Deadline::after(settings.file_time_limit);
     let lowered = match language {
-        Language::Python => streamlint_python::lower_source(source, &settings.api)
+        Language::Python => streamlint_python::lower_source(source, &settings.api, deadline)
             .map_err(|e| (e.offset, e.message)),
-        Language::Rust => streamlint_rust::lower_source(source).map_err(|e| (e.offset, e.message)),
+        Language::Rust => {
+            streamlint_rust::lower_source(source, deadline).map_err(|e| (e.offset, e.message))
+        }
     };
     let bodies = match lowered {
         Ok(bodies) => bodies,
@@ -267,14 +279,21 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
         }
     };
     let enabled = |code: &str| settings.selection.enabled(code);
-    let check = |b: &streamlint_graph::Body| streamlint_rules::check_body(b, &enabled);
+    // A body cut short at the deadline holds only part of its function: the wait or
+    // `record_stream` a finding would miss may be in the part not lowered, so it is not judged.
+    // Complete bodies are, whenever their lowering ended: judging costs less than lowering.
+    let (cut_short, complete): (Vec<&Body>, Vec<&Body>) = bodies.iter().partition(|b| b.cut_short);
+    let judge = |b: &&Body| streamlint_rules::check_body(b, &enabled);
     // Bodies are judged independently: in parallel within the caller's thread pool.
     let mut findings: Vec<Finding> = if rayon::current_thread_index().is_some() {
-        bodies.par_iter().flat_map_iter(check).collect()
+        complete.par_iter().flat_map_iter(judge).collect()
     } else {
-        bodies.iter().flat_map(check).collect()
+        complete.iter().flat_map(judge).collect()
     };
     keep_fixes_that_parse(&mut findings, source, language);
+    if !cut_short.is_empty() && enabled(PARSE_ERROR.code) {
+        findings.push(out_of_time(&cut_short, settings.file_time_limit));
+    }
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
     let mut findings = suppress::apply(
@@ -285,6 +304,31 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
     );
     findings.sort_by_key(|f| (f.span, f.code));
     findings
+}
+
+/// The finding for a file whose analysis ran out of time, at the first function not finished.
+fn out_of_time(unfinished: &[&Body], limit: Duration) -> Finding {
+    let name = |b: &Body| match b.name.as_str() {
+        "<module>" => "the module's top level".to_string(),
+        name => format!("`{name}`"),
+    };
+    let (what, them) = match unfinished {
+        [one] => (format!("{} was", name(one)), "it"),
+        [first, rest @ ..] => (
+            format!("{} and {} more were", name(first), rest.len()),
+            "them",
+        ),
+        [] => ("nothing was".to_string(), "it"),
+    };
+    let span = unfinished.first().map(|b| b.span).unwrap_or_default();
+    parse_error(
+        Span::new(span.start, span.start),
+        format!(
+            "analysis stopped at the time limit for one file ({} s): {what} not checked; \
+             raise `file-time-limit` in the configuration to check {them}",
+            limit.as_secs_f64()
+        ),
+    )
 }
 
 fn parse_error(span: Span, message: String) -> Finding {

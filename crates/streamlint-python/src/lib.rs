@@ -14,18 +14,23 @@ pub use api::ApiModel;
 pub use parser::ParseError;
 pub use prefilter::Prefilter;
 
-use streamlint_graph::Body;
+use streamlint_graph::{Body, Deadline};
 
 /// Does `source` parse as a Python module?
 pub fn parses(source: &str) -> bool {
     parser::parse_module(source).is_ok()
 }
 
-/// Parse `source` and lower every function, method and the module's top level. Errors carry a
-/// byte offset, so the file's path is not needed to parse it.
-pub fn lower_source(source: &str, api: &ApiModel) -> Result<Vec<Body>, ParseError> {
+/// Parse `source` and lower every function, method and the module's top level (those with
+/// stream code) until `deadline`. Errors carry a byte offset, so the file's path is not needed
+/// to parse it.
+pub fn lower_source(
+    source: &str,
+    api: &ApiModel,
+    deadline: Deadline,
+) -> Result<Vec<Body>, ParseError> {
     let stmts = parser::parse_module(source)?;
-    Ok(module::lower_module(source, &stmts, api))
+    Ok(module::lower_module(source, &stmts, api, deadline))
 }
 
 #[cfg(test)]
@@ -37,6 +42,7 @@ mod tests {
         let err = lower_source(
             "import torch\ns = torch.cuda.Stream(\n",
             &ApiModel::default(),
+            Deadline::NONE,
         )
         .unwrap_err();
         assert!(err.offset >= 13, "{err:?}");
@@ -45,7 +51,7 @@ mod tests {
     #[test]
     fn every_function_method_and_closure_with_stream_code_is_a_body() {
         let src = "import torch\nclass P:\n    def a(self):\n        def inner():\n            torch.cuda.current_stream().synchronize()\n        return inner\n\ndef b():\n    pass\n\ndef c(x):\n    return x.to('cuda', non_blocking=True)\n";
-        let names: Vec<String> = lower_source(src, &ApiModel::default())
+        let names: Vec<String> = lower_source(src, &ApiModel::default(), Deadline::NONE)
             .unwrap()
             .into_iter()
             .map(|b| b.name)
@@ -58,7 +64,7 @@ mod tests {
     fn methods_see_stream_state_their_class_keeps_in_attributes() {
         // `next` names no stream API, but hands out a batch staged on the side stream.
         let src = "import torch\nclass Prefetcher:\n    def __init__(self, it):\n        self.it = it\n        self.stream = torch.cuda.Stream()\n        self.preload()\n\n    def preload(self):\n        with torch.cuda.stream(self.stream):\n            self.batch = next(self.it).cuda(non_blocking=True)\n\n    def next(self):\n        batch = self.batch\n        self.preload()\n        return batch\n\n    def __len__(self):\n        return len(self.it)\n";
-        let names: Vec<String> = lower_source(src, &ApiModel::default())
+        let names: Vec<String> = lower_source(src, &ApiModel::default(), Deadline::NONE)
             .unwrap()
             .into_iter()
             .map(|b| b.name)
@@ -69,6 +75,6 @@ mod tests {
     #[test]
     fn match_statements_and_type_parameters_lower() {
         let src = "import torch\ndef f[T](x: T) -> T:\n    match x:\n        case 1:\n            torch.cuda.synchronize()\n        case _:\n            pass\n    return x\n";
-        assert!(lower_source(src, &ApiModel::default()).is_ok());
+        assert!(lower_source(src, &ApiModel::default(), Deadline::NONE).is_ok());
     }
 }

@@ -838,6 +838,10 @@ impl<'a> Lowerer<'a> {
         let scoped = self.set_stream_pairs(stmts);
         let mut before_set: Vec<Option<StreamId>> = vec![None; stmts.len()];
         for (i, (s, later)) in stmts.iter().zip(later).enumerate() {
+            if self.cx.deadline.passed() {
+                self.b.cut_short();
+                return;
+            }
             if scoped.iter().any(|p| p.set == i) {
                 before_set[i] = Some(self.current);
             }

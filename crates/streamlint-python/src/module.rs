@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use rayon::prelude::*;
 
-use streamlint_graph::{Body, Span};
+use streamlint_graph::{Body, Deadline, Span};
 
 use crate::api::{ApiCall, ApiModel};
 use crate::lower::Lowerer;
@@ -20,6 +20,8 @@ pub struct ModuleContext<'a> {
     /// The module's text, for scanning a function before lowering it.
     pub source: &'a str,
     pub prefilter: Prefilter,
+    /// When lowering stops (checked between statements).
+    pub deadline: Deadline,
     pub imports: Imports,
     /// Functions defined at the top level of the module.
     pub local_functions: HashSet<String>,
@@ -75,7 +77,7 @@ pub struct Role<'a> {
 }
 
 /// Lower every function of a parsed module.
-pub fn lower_module(source: &str, stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
+pub fn lower_module(source: &str, stmts: &[Stmt], api: &ApiModel, deadline: Deadline) -> Vec<Body> {
     let mut imports = Imports::collect(stmts);
     // `device_module = torch.get_device_module()` at the top level reads like an import.
     for s in stmts {
@@ -94,6 +96,7 @@ pub fn lower_module(source: &str, stmts: &[Stmt], api: &ApiModel) -> Vec<Body> {
         api,
         source,
         prefilter: Prefilter::new(api),
+        deadline,
         imports,
         local_functions: stmts
             .iter()

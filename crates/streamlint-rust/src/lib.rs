@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use lower::{FileContext, Summary};
 pub use model::may_contain_gpu_code;
 use model::{type_kind, TypeKind};
-use streamlint_graph::Body;
+use streamlint_graph::{Body, Deadline};
 use syn::spanned::Spanned;
 use syn::visit::Visit;
 
@@ -23,10 +23,10 @@ pub struct ParseError {
 }
 
 /// Parse `source` and lower every function and method.
-pub fn lower_source(source: &str) -> Result<Vec<Body>, ParseError> {
+pub fn lower_source(source: &str, deadline: Deadline) -> Result<Vec<Body>, ParseError> {
     let parsed = syn::parse_file(source);
     let result = match parsed {
-        Ok(file) => Ok(lower_file(&file)),
+        Ok(file) => Ok(lower_file(&file, deadline)),
         Err(e) => Err(ParseError {
             offset: e.span().byte_range().start as u32,
             message: e.to_string(),
@@ -46,7 +46,7 @@ pub fn parses(source: &str) -> bool {
 
 /// Lower the file's functions; when some free function has a summary worth applying, lower
 /// again with the summaries, so calls to it are seen through.
-fn lower_file(file: &syn::File) -> Vec<Body> {
+fn lower_file(file: &syn::File, deadline: Deadline) -> Vec<Body> {
     let mut structs = StructFields::default();
     structs.visit_file(file);
     let mut first = Functions {
@@ -54,6 +54,7 @@ fn lower_file(file: &syn::File) -> Vec<Body> {
         summaries: HashMap::new(),
         bodies: Vec::new(),
         found: HashMap::new(),
+        deadline,
     };
     first.visit_file(file);
     let found: HashMap<String, Summary> = first
@@ -69,6 +70,7 @@ fn lower_file(file: &syn::File) -> Vec<Body> {
         summaries: found,
         bodies: Vec::new(),
         found: HashMap::new(),
+        deadline,
     };
     second.visit_file(file);
     second.bodies
@@ -98,6 +100,7 @@ struct Functions<'s> {
     bodies: Vec<Body>,
     /// Summaries of the free functions lowered.
     found: HashMap<String, Summary>,
+    deadline: Deadline,
 }
 
 impl Functions<'_> {
@@ -120,6 +123,7 @@ impl Functions<'_> {
             fields,
             tracking_disabled,
             summaries: std::mem::take(&mut self.summaries),
+            deadline: self.deadline,
         }
     }
 }
@@ -182,7 +186,7 @@ mod tests {
     #[test]
     fn functions_methods_and_nested_functions_are_bodies() {
         let src = "fn a() { fn inner() {} }\nstruct S;\nimpl S { fn m(&self) {} }\ntrait T { fn d(&self) {} }\n";
-        let names: Vec<String> = lower_source(src)
+        let names: Vec<String> = lower_source(src, Deadline::NONE)
             .unwrap()
             .into_iter()
             .map(|b| b.name)
@@ -192,7 +196,7 @@ mod tests {
 
     #[test]
     fn syntax_errors_have_an_offset() {
-        let err = lower_source("fn a() {\n  let x = ;\n}\n").unwrap_err();
+        let err = lower_source("fn a() {\n  let x = ;\n}\n", Deadline::NONE).unwrap_err();
         assert!(err.offset >= 10, "{err:?}");
     }
 }

@@ -2,8 +2,8 @@
 //! LSP on stdin/stdout.
 //!
 //! The server is synchronous. One thread reads and frames the input; the calling thread
-//! handles the messages in order, writes every reply and log line, and hands each lint to a
-//! short-lived thread with a large stack. Linting is CPU-bound and takes milliseconds, so an
+//! handles the messages in order, writes every reply and log line, and runs each lint on a
+//! pool of threads with large stacks (a large file's functions are lowered side by side). Linting is CPU-bound and takes milliseconds, so an
 //! async runtime would buy nothing; what matters is that a burst of edits is linted once, at
 //! its end, which the handler gets by draining every queued message before it lints.
 //!

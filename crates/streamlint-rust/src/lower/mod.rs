@@ -8,8 +8,8 @@ use std::collections::HashMap;
 
 use proc_macro2::TokenTree;
 use streamlint_graph::{
-    BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId, Memory, OpKind,
-    Owner, Production, ReleaseCause, Span, Stream, StreamId, StreamOrigin,
+    BlockId, Body, BodyBuilder, Buffer, BufferId, Deadline, EscapeKind, Event, EventId, Memory,
+    OpKind, Owner, Production, ReleaseCause, Span, Stream, StreamId, StreamOrigin,
 };
 use syn::spanned::Spanned;
 
@@ -125,6 +125,7 @@ struct Lowerer<'f> {
     summaries: &'f HashMap<String, Summary>,
     /// Each parameter's value at entry, by position.
     params: Vec<Value>,
+    deadline: Deadline,
 }
 
 /// What the rest of the file tells about a function before its body is read.
@@ -137,6 +138,8 @@ pub struct FileContext {
     pub tracking_disabled: bool,
     /// Summaries of the file's free functions, by name.
     pub summaries: HashMap<String, Summary>,
+    /// When lowering stops (checked between statements).
+    pub deadline: Deadline,
 }
 
 /// Lower one function, and summarize it for its callers.
@@ -170,6 +173,7 @@ pub fn lower_fn(
         named_streams: HashMap::new(),
         summaries: &file.summaries,
         params: Vec::new(),
+        deadline: file.deadline,
     };
     l.bind_params(sig);
     l.bind_fields(sig, &file.fields);

@@ -8,6 +8,10 @@ impl Lowerer<'_> {
         self.scopes.push(Vec::new());
         let mut value = Value::Unknown;
         for (i, stmt) in block.stmts.iter().enumerate() {
+            if self.deadline.passed() {
+                self.b.cut_short();
+                break;
+            }
             let last = i + 1 == block.stmts.len();
             let streams_before = self.owned_alive.len();
             match stmt {
