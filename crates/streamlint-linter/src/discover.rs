@@ -2,6 +2,7 @@
 //! hidden folders and virtual environments; files named explicitly are always checked.
 
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use crate::Settings;
 
@@ -40,7 +41,9 @@ pub fn discover(paths: &[PathBuf], settings: &Settings) -> Discovery {
         }
         // The walker's filter must own what it uses.
         let excluded = settings.clone();
-        let walker = ignore::WalkBuilder::new(root)
+        let found = Mutex::new(Vec::new());
+        // Directories are read on all cores: a large tree has tens of thousands of entries.
+        ignore::WalkBuilder::new(root)
             .hidden(true)
             .git_ignore(respect_gitignore)
             .git_exclude(respect_gitignore)
@@ -53,12 +56,24 @@ pub fn discover(paths: &[PathBuf], settings: &Settings) -> Discovery {
                 e.depth() == 0
                     || !(excluded.is_excluded(e.path()) || is_dir && is_virtualenv(e.path()))
             })
-            .build();
-        for entry in walker.flatten() {
-            if entry.file_type().is_some_and(|t| t.is_file()) && is_source(entry.path()) {
-                out.files.push(entry.into_path());
-            }
-        }
+            .build_parallel()
+            .run(|| {
+                let found = &found;
+                Box::new(move |entry| {
+                    if let Ok(entry) = entry {
+                        if entry.file_type().is_some_and(|t| t.is_file()) && is_source(entry.path())
+                        {
+                            found
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .push(entry.into_path());
+                        }
+                    }
+                    ignore::WalkState::Continue
+                })
+            });
+        out.files
+            .extend(found.into_inner().unwrap_or_else(|e| e.into_inner()));
     }
     out.files.sort();
     out.files.dedup();
