@@ -759,13 +759,15 @@ impl<'a> Lowerer<'a> {
     }
 
     fn escape(&mut self, value: &Value, kind: EscapeKind, span: Span) {
-        for buffer in value.buffers() {
-            self.b.push(OpKind::Escape { buffer, kind }, span);
-        }
+        // Events first: an event handed over with a tensor (`return out, done`) is how the
+        // receiver orders itself after the tensor's writes.
         if kind == EscapeKind::Caller || kind == EscapeKind::Attribute {
             for event in value.events() {
                 self.b.push(OpKind::HandOffEvent { event }, span);
             }
+        }
+        for buffer in value.buffers() {
+            self.b.push(OpKind::Escape { buffer, kind }, span);
         }
     }
 

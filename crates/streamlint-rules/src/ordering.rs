@@ -113,7 +113,9 @@ impl MissingStreamWait {
         }
         races.retain(|(s, _)| !cx.is_temporary(*s) && !cx.stream_ended(state, *s));
         if matches!(op.kind, OpKind::Escape { .. }) {
-            races.retain(|(s, _)| !cx.is_callers_stream(*s));
+            // Writes covered by an event handed over with the value are the receiver's to wait
+            // for (`return out, done`).
+            races.retain(|(s, a)| !cx.is_callers_stream(*s) && !state.handed_off(*a));
         }
         // Raw work through a guarded pointer: a guard dropped early (SL010) or taken for the
         // wrong stream (SL002) is the root cause.
