@@ -9,6 +9,7 @@ mod parser;
 mod prefilter;
 mod summary;
 mod syntax;
+mod wrappers;
 
 pub use api::ApiModel;
 pub use parser::ParseError;

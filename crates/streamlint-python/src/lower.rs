@@ -1138,9 +1138,12 @@ impl<'a> Lowerer<'a> {
                     self.env.remove(&bound);
                 }
             }
-            Stmt::Expr(e) => {
-                self.eval(e);
-            }
+            Stmt::Expr(e) => match self.forwarded_statements(e) {
+                Some(stmts) => self.stmts(&stmts),
+                None => {
+                    self.eval(e);
+                }
+            },
             Stmt::Break => {
                 if let Some(&(_, brk)) = self.loops.last() {
                     self.jump(brk);
@@ -1704,6 +1707,30 @@ impl<'a> Lowerer<'a> {
         })
     }
 
+    /// For a statement that calls a module function only forwarding to other calls, those
+    /// calls (see `wrappers`).
+    fn forwarded_statements(&self, e: &Expr) -> Option<Vec<Stmt>> {
+        let Expr::Call {
+            func,
+            args,
+            keywords,
+            span,
+        } = e
+        else {
+            return None;
+        };
+        let Expr::Name { id, .. } = func.as_ref() else {
+            return None;
+        };
+        if self.env.contains_key(id) {
+            return None;
+        }
+        self.cx
+            .wrappers
+            .get(id)?
+            .inline_stmts(args, keywords, *span)
+    }
+
     fn call(&mut self, func: &Expr, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
         // A call through a local name or attribute chain rooted at a local is a method call on a
         // value; otherwise the callee is resolved through the imports.
@@ -1728,6 +1755,14 @@ impl<'a> Lowerer<'a> {
         if let Some((call, qualified)) = api {
             if !(matches!(func, Expr::Name { id, .. } if self.env.contains_key(id))) {
                 return self.api_call(call, &qualified, args, keywords, span);
+            }
+        }
+        if let Expr::Name { id, .. } = func {
+            let wrapper = (!self.env.contains_key(id))
+                .then(|| self.cx.wrappers.get(id))
+                .flatten();
+            if let Some(call) = wrapper.and_then(|w| w.inline_expr(args, keywords, span)) {
+                return self.eval(&call);
             }
         }
         match func {

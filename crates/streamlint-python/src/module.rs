@@ -13,6 +13,7 @@ use crate::names::Imports;
 use crate::prefilter::Prefilter;
 use crate::summary::ClassSummary;
 use crate::syntax::{visit_calls, ClassDef, Constant, Expr, FunctionDef, Stmt};
+use crate::wrappers::{self, Wrapper};
 
 /// What every function of a module shares.
 pub struct ModuleContext<'a> {
@@ -25,6 +26,8 @@ pub struct ModuleContext<'a> {
     pub imports: Imports,
     /// Functions defined at the top level of the module.
     pub local_functions: HashSet<String>,
+    /// Those of them that only forward to one method call, lowered as that call.
+    pub wrappers: HashMap<String, Wrapper>,
 }
 
 impl ModuleContext<'_> {
@@ -105,6 +108,7 @@ pub fn lower_module(source: &str, stmts: &[Stmt], api: &ApiModel, deadline: Dead
                 _ => None,
             })
             .collect(),
+        wrappers: wrappers::find(stmts),
     };
     let workers = Workers::find(&cx, stmts);
     let constructions = constructions(stmts);
