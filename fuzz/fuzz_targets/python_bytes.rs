@@ -1,0 +1,10 @@
+//! Any bytes as a Python file.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    if let Ok(text) = std::str::from_utf8(data) {
+        streamlint_fuzz::check_file("fuzz.py", text);
+    }
+});
