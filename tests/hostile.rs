@@ -228,6 +228,26 @@ fn odd_paths_are_reported_and_skipped() {
     assert!(out.contains("SL003"), "{out}");
 }
 
+/// A file that exists but cannot be read (reading `/proc/self/mem` at offset 0 fails even for
+/// root, where a mode of 000 would not) is reported and the rest is still checked.
+#[cfg(target_os = "linux")]
+#[test]
+fn unreadable_files_are_reported() {
+    let dir = Scratch::new("hostile-unreadable");
+    std::os::unix::fs::symlink("/proc/self/mem", dir.join("unreadable.py")).unwrap();
+    std::fs::write(dir.join("train.py"), BUGGY).unwrap();
+    let unreadable = dir.join("unreadable.py").to_string_lossy().into_owned();
+    let train = dir.join("train.py").to_string_lossy().into_owned();
+    let args = ["check", "--isolated", "--output-format", "concise"];
+    let (code, out, err) = run(&[&args[..], &[&unreadable, &train]].concat());
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        out.contains("unreadable.py:1:1: SL900 could not read the file"),
+        "{out}"
+    );
+    assert!(out.contains("train.py:7:13: SL003"), "{out}");
+}
+
 #[test]
 fn bad_configuration_and_selectors_exit_two_with_a_message() {
     let dir = Scratch::new("hostile-config");

@@ -112,13 +112,12 @@ pub fn lower_module(source: &str, stmts: &[Stmt], api: &ApiModel, deadline: Dead
     };
     let workers = Workers::find(&cx, stmts);
     let constructions = constructions(stmts);
-    let mut summaries = Summaries::new();
-    summarize_classes(&cx, stmts, &mut summaries);
+    let mut classes = Classes::new();
+    summarize_classes(&cx, &constructions, stmts, &mut classes);
     let top = Scope {
         cx: &cx,
-        constructions: &constructions,
         workers: &workers,
-        summaries: &summaries,
+        classes: &classes,
         class: None,
     };
     let mut jobs = Vec::new();
@@ -136,23 +135,44 @@ pub fn lower_module(source: &str, stmts: &[Stmt], api: &ApiModel, deadline: Dead
     bodies
 }
 
-/// The summary of every class of the module, by the class's place in the syntax tree.
-type Summaries = HashMap<*const ClassDef, ClassSummary>;
+/// What the methods of one class share.
+struct ClassInfo {
+    summary: ClassSummary,
+    /// `__exit__` puts back the stream `__enter__` set.
+    exit_restores: bool,
+    /// See [`Role::attr_text`].
+    attr_text: Vec<(String, String)>,
+}
 
-/// Summarize the classes in `stmts`, at any depth.
-fn summarize_classes(cx: &ModuleContext<'_>, stmts: &[Stmt], out: &mut Summaries) {
+/// Every class of the module, by the class's place in the syntax tree.
+type Classes = HashMap<*const ClassDef, ClassInfo>;
+
+/// Summarize the classes in `stmts`, at any depth (once each: a class may have thousands of
+/// methods).
+fn summarize_classes(
+    cx: &ModuleContext<'_>,
+    constructions: &Constructions,
+    stmts: &[Stmt],
+    out: &mut Classes,
+) {
     for s in stmts {
         match s {
-            Stmt::Def(f) => summarize_classes(cx, &f.body, out),
+            Stmt::Def(f) => summarize_classes(cx, constructions, &f.body, out),
             Stmt::Class(c) => {
-                let summary = ClassSummary::build(&c.body, cx.api, &cx.imports);
-                out.insert(std::ptr::from_ref(c), summary);
-                summarize_classes(cx, &c.body, out);
+                let info = ClassInfo {
+                    summary: ClassSummary::build(&c.body, cx.api, &cx.imports),
+                    exit_restores: c.body.iter().any(|s| {
+                        matches!(s, Stmt::Def(m) if m.name == "__exit__" && cx.sets_stream(&m.body))
+                    }),
+                    attr_text: constructor_strings(c, constructions),
+                };
+                out.insert(std::ptr::from_ref(c), info);
+                summarize_classes(cx, constructions, &c.body, out);
             }
             other => other
                 .blocks()
                 .into_iter()
-                .for_each(|b| summarize_classes(cx, b, out)),
+                .for_each(|b| summarize_classes(cx, constructions, b, out)),
         }
     }
 }
@@ -161,11 +181,10 @@ fn summarize_classes(cx: &ModuleContext<'_>, stmts: &[Stmt], out: &mut Summaries
 #[derive(Clone, Copy)]
 struct Scope<'s> {
     cx: &'s ModuleContext<'s>,
-    constructions: &'s Constructions,
     workers: &'s Workers,
-    summaries: &'s Summaries,
-    /// The class body being walked, with its summary.
-    class: Option<(&'s ClassDef, &'s ClassSummary)>,
+    classes: &'s Classes,
+    /// The class body being walked, with what its methods share.
+    class: Option<(&'s ClassDef, &'s ClassInfo)>,
 }
 
 /// A function to lower, in its role.
@@ -180,7 +199,7 @@ impl<'s> Scope<'s> {
                 Stmt::Def(f) => {
                     self.gather_def(f, self.role(f), out);
                     let nested = Role {
-                        class: self.class.map(|(_, s)| s),
+                        class: self.class.map(|(_, info)| &info.summary),
                         ..Role::default()
                     };
                     self.gather_nested(&f.body, nested, out);
@@ -246,9 +265,9 @@ impl<'s> Scope<'s> {
 
     /// The scope of a class's body.
     fn in_class(&self, class: &'s ClassDef) -> Scope<'s> {
-        let summary = &self.summaries[&std::ptr::from_ref(class)];
+        let info = &self.classes[&std::ptr::from_ref(class)];
         Scope {
-            class: Some((class, summary)),
+            class: Some((class, info)),
             ..*self
         }
     }
@@ -264,19 +283,15 @@ impl<'s> Scope<'s> {
             visit_try_finally(&f.body, &mut |finalbody| found |= cx.sets_stream(finalbody));
             found
         };
-        let Some((class, summary)) = self.class else {
+        let Some((class, info)) = self.class else {
             return Role {
                 restores_stream: context_manager && restores_in_finally,
                 device_forbidden: self.workers.functions.get(&f.name).cloned(),
                 ..Role::default()
             };
         };
-        let exit_restores = class
-            .body
-            .iter()
-            .any(|s| matches!(s, Stmt::Def(m) if m.name == "__exit__" && cx.sets_stream(&m.body)));
         let restores_stream = match f.name.as_str() {
-            "__enter__" => exit_restores,
+            "__enter__" => info.exit_restores,
             "__exit__" => true,
             _ => context_manager && restores_in_finally,
         };
@@ -291,13 +306,12 @@ impl<'s> Scope<'s> {
                 class.name, f.name
             )
         });
-        let attr_text = constructor_strings(class, self.constructions);
         Role {
-            class: Some(summary),
+            class: Some(&info.summary),
             is_method: true,
             restores_stream,
             device_forbidden,
-            attr_text,
+            attr_text: info.attr_text.clone(),
         }
     }
 }
