@@ -142,12 +142,14 @@ fn a_file_over_the_time_limit_stops_with_a_finding() {
         "[tool.streamlint]\nfile-time-limit = 1\n",
     )
     .unwrap();
-    // One function of 100,000 lines: lowering it takes seconds.
-    let mut giant =
-        String::from("import torch\n\n\ndef giant(x: torch.Tensor, side: torch.cuda.Stream):\n");
-    for i in 0..25_000 {
+    // One function of 80,000 lines in three nested loops (each loop body is lowered again to
+    // learn what its names hold after an iteration): lowering it takes many seconds.
+    let mut giant = String::from(
+        "import torch\n\n\ndef giant(x: torch.Tensor, side: torch.cuda.Stream, n: int):\n    for a in range(n):\n        for b in range(n):\n            for c in range(n):\n",
+    );
+    for i in 0..20_000 {
         giant.push_str(&format!(
-            "    side.wait_stream(torch.cuda.current_stream())\n    with torch.cuda.stream(side):\n        y{i} = x * {i}\n    x = y{i} + 1\n"
+            "                side.wait_stream(torch.cuda.current_stream())\n                with torch.cuda.stream(side):\n                    y{i} = x * {i}\n                x = y{i} + 1\n"
         ));
     }
     giant.push_str("    return x\n");

@@ -324,6 +324,8 @@ pub struct Lowerer<'a> {
     entry_ops: Vec<(OpKind, Span)>,
     /// Buffers some site has produced already: only those can have a previous instance.
     produced: HashSet<BufferId>,
+    /// How many times each buffer was bound to a name (never decreases; see `bind`).
+    placements: HashMap<BufferId, u32>,
     /// Lowering a loop body only to learn what its names hold at the end of an iteration.
     in_trial: bool,
     /// Local flags bound once to `True` or `False` (`overlap = False`): their `if`s are decided.
@@ -389,6 +391,7 @@ impl<'a> Lowerer<'a> {
             unplaced: HashSet::new(),
             entry_ops: Vec::new(),
             produced: HashSet::new(),
+            placements: HashMap::new(),
             flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
             in_trial: false,
             binding: None,
@@ -476,7 +479,7 @@ impl<'a> Lowerer<'a> {
                 self.unplaced.insert(buf);
                 Value::Param(buf)
             };
-            self.env.insert(p.name.clone(), value);
+            self.bind(p.name.clone(), value);
         }
     }
 
@@ -614,6 +617,8 @@ impl<'a> Lowerer<'a> {
         for v in self.env.values_mut() {
             v.replace(buffer, previous);
         }
+        // Every holder of `buffer` now holds the previous instance: take it as shared.
+        self.placements.insert(previous, 2);
     }
 
     /// PyTorch's blocking copies between host and device end with a synchronize of the
@@ -792,9 +797,21 @@ impl<'a> Lowerer<'a> {
         self.escape(value, EscapeKind::Caller, span);
     }
 
-    /// Is `buffer` held by a name other than `except`?
+    /// Bind `name` to `value`: every name gets its value here (or by merging and restoring
+    /// environments made here), so `placements` counts every way a buffer came to be held.
+    fn bind(&mut self, name: String, value: Value) {
+        for buffer in value.buffers() {
+            *self.placements.entry(buffer).or_default() += 1;
+        }
+        self.env.insert(name, value);
+    }
+
+    /// Is `buffer` held by a name other than `except`? A buffer bound only once is held by one
+    /// name at most, which spares a scan of every name on each rebinding (a long function
+    /// binds thousands).
     fn held_elsewhere(&self, buffer: BufferId, except: &str) -> bool {
-        self.env.iter().any(|(k, v)| k != except && v.holds(buffer))
+        self.placements.get(&buffer).is_some_and(|&n| n > 1)
+            && self.env.iter().any(|(k, v)| k != except && v.holds(buffer))
     }
 
     /// Release what a name held when it is deleted or rebound (unless it is kept by the new
@@ -929,10 +946,10 @@ impl<'a> Lowerer<'a> {
     fn stmt(&mut self, stmt: &Stmt) {
         match stmt {
             Stmt::Def(f) => {
-                self.env.insert(f.name.clone(), Value::Unknown);
+                self.bind(f.name.clone(), Value::Unknown);
             }
             Stmt::Class(c) => {
-                self.env.insert(c.name.clone(), Value::Unknown);
+                self.bind(c.name.clone(), Value::Unknown);
             }
             Stmt::Return { value, span } => {
                 if let Some(v) = value {
@@ -1321,7 +1338,7 @@ impl<'a> Lowerer<'a> {
         if let Some(module) = self.cx.device_module(value) {
             for t in targets {
                 if let Expr::Name { id, .. } = t {
-                    self.env.insert(id.clone(), Value::Module(module.clone()));
+                    self.bind(id.clone(), Value::Module(module.clone()));
                 }
             }
             return;
@@ -1349,7 +1366,7 @@ impl<'a> Lowerer<'a> {
                 }
                 let keep = value.buffers();
                 self.release_name(id, &keep, ReleaseCause::Rebind, span);
-                self.env.insert(id.clone(), value);
+                self.bind(id.clone(), value);
             }
             Expr::Attribute {
                 value: owner, attr, ..
@@ -1366,14 +1383,14 @@ impl<'a> Lowerer<'a> {
                                     span,
                                 );
                             }
-                            self.env.insert(id.clone(), value);
+                            self.bind(id.clone(), value);
                             return;
                         }
                     }
                 }
                 self.escape(&value, EscapeKind::Attribute, span);
                 if let Some(d) = target.dotted() {
-                    self.env.insert(d, value);
+                    self.bind(d, value);
                 }
             }
             Expr::Subscript {
@@ -1600,7 +1617,7 @@ impl<'a> Lowerer<'a> {
                 return v.clone();
             }
             if let Some(v) = self.class_attribute(&d, expr.span()) {
-                self.env.insert(d, v.clone());
+                self.bind(d, v.clone());
                 return v;
             }
         }
@@ -1907,7 +1924,7 @@ impl<'a> Lowerer<'a> {
                     },
                     span,
                 );
-                self.env.insert(attr, Value::Tensors(vec![buf]));
+                self.bind(attr, Value::Tensors(vec![buf]));
             } else {
                 self.env.remove(&attr);
             }
@@ -2217,7 +2234,7 @@ impl<'a> Lowerer<'a> {
                 Some(v @ (Value::Tensors(_) | Value::Param(_))) => v.clone(),
                 _ => Value::Unknown,
             };
-            self.env.insert(id.clone(), viewed.clone());
+            self.bind(id.clone(), viewed.clone());
             return viewed;
         }
         match recv {
