@@ -49,14 +49,19 @@ mod tests {
         assert!(err.offset >= 13, "{err:?}");
     }
 
-    #[test]
-    fn every_function_method_and_closure_with_stream_code_is_a_body() {
-        let src = "import torch\nclass P:\n    def a(self):\n        def inner():\n            torch.cuda.current_stream().synchronize()\n        return inner\n\ndef b():\n    pass\n\ndef c(x):\n    return x.to('cuda', non_blocking=True)\n";
-        let names: Vec<String> = lower_source(src, &ApiModel::default(), Deadline::NONE)
+    /// The names of the bodies `src` lowers to, in order.
+    fn body_names(src: &str) -> Vec<String> {
+        lower_source(src, &ApiModel::default(), Deadline::NONE)
             .unwrap()
             .into_iter()
             .map(|b| b.name)
-            .collect();
+            .collect()
+    }
+
+    #[test]
+    fn every_function_method_and_closure_with_stream_code_is_a_body() {
+        let src = "import torch\nclass P:\n    def a(self):\n        def inner():\n            torch.cuda.current_stream().synchronize()\n        return inner\n\ndef b():\n    pass\n\ndef c(x):\n    return x.to('cuda', non_blocking=True)\n";
+        let names = body_names(src);
         // `a` contains `inner`'s text; `b` has nothing to do with streams.
         assert_eq!(names, ["<module>", "a", "inner", "c"]);
     }
@@ -65,11 +70,7 @@ mod tests {
     fn methods_see_stream_state_their_class_keeps_in_attributes() {
         // `next` names no stream API, but hands out a batch staged on the side stream.
         let src = "import torch\nclass Prefetcher:\n    def __init__(self, it):\n        self.it = it\n        self.stream = torch.cuda.Stream()\n        self.preload()\n\n    def preload(self):\n        with torch.cuda.stream(self.stream):\n            self.batch = next(self.it).cuda(non_blocking=True)\n\n    def next(self):\n        batch = self.batch\n        self.preload()\n        return batch\n\n    def __len__(self):\n        return len(self.it)\n";
-        let names: Vec<String> = lower_source(src, &ApiModel::default(), Deadline::NONE)
-            .unwrap()
-            .into_iter()
-            .map(|b| b.name)
-            .collect();
+        let names = body_names(src);
         assert_eq!(names, ["<module>", "__init__", "preload", "next"]);
     }
 
