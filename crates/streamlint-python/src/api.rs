@@ -8,11 +8,6 @@ use std::collections::HashSet;
 use crate::names::Imports;
 use crate::syntax::{Expr, Operator};
 
-/// Is this a `not x` (the only single-operand logical operator)?
-fn is_not(expr: &Expr) -> bool {
-    matches!(expr, Expr::Operator { op: Operator::Logical, operands, .. } if operands.len() == 1)
-}
-
 /// What a call of a known free function does.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum ApiCall {
@@ -405,10 +400,10 @@ impl ApiModel {
     pub fn cuda_truth(&self, test: &Expr, imports: &Imports) -> Option<bool> {
         match test {
             Expr::Operator {
-                op: Operator::Logical,
+                op: Operator::Not,
                 operands,
                 ..
-            } if is_not(test) => self.cuda_truth(&operands[0], imports).map(|v| !v),
+            } => self.cuda_truth(operands.first()?, imports).map(|v| !v),
             Expr::Call { func, args, .. } if args.is_empty() => {
                 let q = imports.qualify(func)?;
                 let (prefix, last) = q.rsplit_once('.')?;

@@ -43,6 +43,15 @@ fn binding_name(target: &Expr) -> Option<String> {
 /// feature switch): the branches they guard are decided. Nested functions are scopes of their
 /// own and are not looked into.
 fn constant_flags(body: &[Stmt]) -> HashMap<String, bool> {
+    bindings(body)
+        .into_iter()
+        .filter_map(|(name, (count, value))| (count == 1).then_some((name, value?)))
+        .collect()
+}
+
+/// Every name `body` binds (assignments, loop and `with` targets, at any depth), with how many
+/// bindings and, for an assignment, the `True`/`False` it binds (if it is one).
+fn bindings(body: &[Stmt]) -> HashMap<String, (usize, Option<bool>)> {
     fn bind(
         bound: &mut HashMap<String, (usize, Option<bool>)>,
         target: &Expr,
@@ -88,9 +97,11 @@ fn constant_flags(body: &[Stmt]) -> HashMap<String, bool> {
     let mut bound = HashMap::new();
     walk(body, &mut bound);
     bound
-        .into_iter()
-        .filter_map(|(name, (count, value))| (count == 1).then_some((name, value?)))
-        .collect()
+}
+
+/// Does any statement of `stmts` bind `name`?
+fn assigns(stmts: &[Stmt], name: &str) -> bool {
+    bindings(stmts).contains_key(name)
 }
 
 /// Words that name values the code leaves unnamed (a call's tuple result, a loop element bound to
@@ -114,6 +125,10 @@ struct SetStreamPair {
 
 /// Loops nested deeper than this are lowered in one pass (no trial pass for loop-carried names).
 const MAX_TRIAL_LOOP_DEPTH: usize = 3;
+
+/// Correlated tests split the paths at most this many times per function (each split lowers
+/// the rest of its block twice).
+const MAX_FLAG_SPLITS: usize = 2;
 
 /// Name under which the gradients written by `backward()` are kept in the environment.
 const GRADIENTS: &str = "<gradients>";
@@ -328,8 +343,11 @@ pub struct Lowerer<'a> {
     placements: HashMap<BufferId, u32>,
     /// Lowering a loop body only to learn what its names hold at the end of an iteration.
     in_trial: bool,
-    /// Local flags bound once to `True` or `False` (`overlap = False`): their `if`s are decided.
+    /// Local flags bound once to `True` or `False` (`overlap = False`), and names whose
+    /// correlated tests split the paths (see `split_on`): their `if`s are decided.
     flags: HashMap<String, bool>,
+    /// Splits made on correlated tests so far (each doubles what follows it).
+    flag_splits: usize,
     /// The name being assigned, to give a created stream a readable name.
     binding: Option<String>,
     /// The value being assigned was just computed by the statement (so `a, b = op(..)` may
@@ -393,6 +411,7 @@ impl<'a> Lowerer<'a> {
             produced: HashSet::new(),
             placements: HashMap::new(),
             flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
+            flag_splits: 0,
             in_trial: false,
             binding: None,
             fresh_value: false,
@@ -861,6 +880,9 @@ impl<'a> Lowerer<'a> {
                 self.b.cut_short();
                 return;
             }
+            if let Some(flag) = self.correlated_flag(&stmts[i..]) {
+                return self.split_on(flag, &stmts[i..]);
+            }
             if scoped.iter().any(|p| p.set == i) {
                 before_set[i] = Some(self.current);
             }
@@ -874,6 +896,80 @@ impl<'a> Lowerer<'a> {
                 }
             }
         }
+    }
+
+    /// The value a test of flags (`overlap`, `not overlap`, `overlap and x`) takes on the path
+    /// being lowered, if the flags decide it without evaluating anything else: `and` and `or`
+    /// only by their first operand (which short-circuits the rest) or by all of them.
+    fn decided_flag(&self, test: &Expr) -> Option<bool> {
+        let Expr::Operator { op, operands, .. } = test else {
+            let Expr::Name { id, .. } = test else {
+                return None;
+            };
+            return self.flags.get(id).copied();
+        };
+        let short_circuit = match op {
+            Operator::Not => return self.decided_flag(operands.first()?).map(|v| !v),
+            Operator::And => false,
+            Operator::Or => true,
+            _ => return None,
+        };
+        let first = self.decided_flag(operands.first()?);
+        if first == Some(short_circuit) {
+            return first;
+        }
+        let all: Option<Vec<bool>> = operands.iter().map(|e| self.decided_flag(e)).collect();
+        all.map(|values| values.contains(&short_circuit) == short_circuit)
+    }
+
+    /// A name that `stmts` starts by testing (`if overlap:`) and tests again later in the same
+    /// block, with no assignment to it in between: the two tests agree, so the paths that take
+    /// one branch of the first and the other of the second cannot run.
+    fn correlated_flag(&self, stmts: &[Stmt]) -> Option<String> {
+        if self.flag_splits >= MAX_FLAG_SPLITS {
+            return None;
+        }
+        fn tested(s: &Stmt) -> Option<&str> {
+            match s {
+                Stmt::If {
+                    test: Expr::Name { id, .. },
+                    ..
+                } => Some(id.as_str()),
+                _ => None,
+            }
+        }
+        let (first, rest) = stmts.split_first()?;
+        let name = tested(first).filter(|n| !self.flags.contains_key(*n))?;
+        let tested_again = rest.iter().any(|s| tested(s) == Some(name));
+        (tested_again && !assigns(stmts, name)).then(|| name.to_string())
+    }
+
+    /// Lower `stmts` once with `flag` true and once with it false, and join: its tests agree
+    /// on each path.
+    fn split_on(&mut self, flag: String, stmts: &[Stmt]) {
+        self.flag_splits += 1;
+        let from = self.b.current();
+        let (env, current, produced) = (self.env.clone(), self.current, self.produced.clone());
+        let mut ends = Vec::new();
+        let mut produced_on_some_path = produced.clone();
+        for value in [true, false] {
+            self.branch(from);
+            self.env = env.clone();
+            self.current = current;
+            self.produced = produced.clone();
+            self.flags.insert(flag.clone(), value);
+            self.stmts(stmts);
+            self.flags.remove(&flag);
+            produced_on_some_path.extend(self.produced.iter().copied());
+            ends.push((self.b.current(), std::mem::take(&mut self.env)));
+        }
+        let join = self.b.new_block();
+        for (end, _) in &ends {
+            self.b.edge(*end, join);
+        }
+        self.b.switch_to(join);
+        self.env = merge_env(&ends[0].1, &ends[1].1);
+        self.produced = produced_on_some_path;
     }
 
     /// (set, restore) indices of `torch.cuda.set_stream(..)` statements followed in the same
@@ -1001,12 +1097,11 @@ impl<'a> Lowerer<'a> {
                 span,
             } => {
                 // Guards that are constant on CUDA: lower only the branch CUDA takes.
-                let decided = self.cx.api.cuda_truth(test, &self.cx.imports).or_else(|| {
-                    let Expr::Name { id, .. } = test else {
-                        return None;
-                    };
-                    self.flags.get(id).copied()
-                });
+                let decided = self
+                    .cx
+                    .api
+                    .cuda_truth(test, &self.cx.imports)
+                    .or_else(|| self.decided_flag(test));
                 match decided {
                     Some(true) => return self.stmts(body),
                     Some(false) => return self.stmts(orelse),
@@ -1498,7 +1593,7 @@ impl<'a> Lowerer<'a> {
                         self.produce_result(&inputs, *span)
                     }
                     Operator::Identity => Value::Unknown,
-                    Operator::Logical => {
+                    Operator::And | Operator::Or | Operator::Not => {
                         for v in &vals {
                             if !v.local_tensors().is_empty() {
                                 self.host_read(v, *span);
@@ -1544,12 +1639,16 @@ impl<'a> Lowerer<'a> {
             }
             Expr::IfExp {
                 test, body, orelse, ..
-            } => {
-                self.eval(test);
-                let a = self.eval(body);
-                let b = self.eval(orelse);
-                a.merge(&b)
-            }
+            } => match self.decided_flag(test) {
+                Some(true) => self.eval(body),
+                Some(false) => self.eval(orelse),
+                None => {
+                    self.eval(test);
+                    let a = self.eval(body);
+                    let b = self.eval(orelse);
+                    a.merge(&b)
+                }
+            },
             Expr::Walrus {
                 target,
                 value,

@@ -419,10 +419,16 @@ impl Convert<'_> {
                 vec![self.expr(&b.left), self.expr(&b.right)],
             ),
             E::UnaryOp(u) if u.op == ast::UnaryOp::Not => {
-                operator(Operator::Logical, vec![self.expr(&u.operand)])
+                operator(Operator::Not, vec![self.expr(&u.operand)])
             }
             E::UnaryOp(u) => operator(Operator::Arithmetic, vec![self.expr(&u.operand)]),
-            E::BoolOp(b) => operator(Operator::Logical, self.exprs(&b.values)),
+            E::BoolOp(b) => {
+                let op = match b.op {
+                    ast::BoolOp::And => Operator::And,
+                    ast::BoolOp::Or => Operator::Or,
+                };
+                operator(op, self.exprs(&b.values))
+            }
             E::Compare(c) => {
                 let mut operands = vec![self.expr(&c.left)];
                 operands.extend(self.exprs(&c.comparators));

@@ -141,7 +141,9 @@ pub enum Operator {
     /// `is`, `is not`, `in`, `not in`: about objects, not elements.
     Identity,
     /// `and`, `or`, `not`: truth tests, which read a tensor on the host.
-    Logical,
+    And,
+    Or,
+    Not,
 }
 
 #[derive(Clone, Debug)]
