@@ -1350,9 +1350,12 @@ impl<'a> Lowerer<'a> {
             let cp = self.b.checkpoint();
             let before = self.env.clone();
             let entry_ops = self.entry_ops.len();
+            let splits = self.flag_splits;
             self.in_trial = true;
             let _ = self.loop_body(test, target.clone(), body, span);
             self.in_trial = false;
+            // The real pass may split where the trial did.
+            self.flag_splits = splits;
             let carried = merge_env(&before, &self.env);
             self.b.rollback(cp);
             self.entry_ops.truncate(entry_ops);
