@@ -104,6 +104,25 @@ fn assigns(stmts: &[Stmt], name: &str) -> bool {
     bindings(stmts).contains_key(name)
 }
 
+/// Does the expression call a class other than the tensor types (`Net()`, `nn.Linear(4, 4)`),
+/// making an object? `.cuda()` or `.to(device)` on one moves a module's parameters and returns
+/// the module, not a tensor.
+fn constructs_object(expr: &Expr) -> bool {
+    let Expr::Call { func, .. } = expr else {
+        return false;
+    };
+    let Some(name) = func.dotted() else {
+        return false;
+    };
+    let last = name.rsplit('.').next().unwrap_or(&name);
+    let class_like = last.starts_with(|c: char| c.is_ascii_uppercase())
+        && last.chars().any(|c| c.is_ascii_lowercase());
+    let tensor_type = last.ends_with("Tensor")
+        || last.ends_with("Storage")
+        || matches!(last, "Parameter" | "Buffer" | "Variable");
+    class_like && !tensor_type
+}
+
 /// Words that name values the code leaves unnamed (a call's tuple result, a loop element bound to
 /// a pattern): not spellings of the value.
 const DESCRIBED_VALUES: &[&str] = &[
@@ -2390,7 +2409,7 @@ impl<'a> Lowerer<'a> {
                 self.eval_args(args, keywords);
                 Value::tensors(recv.buffers())
             }
-            Value::Unknown if makes_tensor(method) => {
+            Value::Unknown if makes_tensor(method) && !constructs_object(receiver) => {
                 // `self.next_input.cuda()`, `self.shard.new_empty(n)`: a tensor method on a
                 // value the analysis does not track makes a tensor it does.
                 self.tensor_method(Value::Unknown, method, args, keywords, span)
