@@ -17,6 +17,7 @@ use crate::api::{
 use crate::module::{ModuleContext, Role};
 use crate::summary::{AttrKind, ClassSummary};
 use crate::syntax::{Constant, Expr, FunctionDef, Keyword, Operator, Stmt};
+use crate::wrappers::Wrapper;
 
 const SPELLING: Spelling = Spelling {
     record_stream: Some(|buffer, stream| format!("{buffer}.record_stream({stream})")),
@@ -1857,16 +1858,18 @@ impl<'a> Lowerer<'a> {
         else {
             return None;
         };
-        let Expr::Name { id, .. } = func.as_ref() else {
+        self.wrapper(func)?.inline_stmts(args, keywords, *span)
+    }
+
+    /// The module's forwarding function a call names (not shadowed by a local name).
+    fn wrapper(&self, func: &Expr) -> Option<&'a Wrapper> {
+        let Expr::Name { id, .. } = func else {
             return None;
         };
         if self.env.contains_key(id) {
             return None;
         }
-        self.cx
-            .wrappers
-            .get(id)?
-            .inline_stmts(args, keywords, *span)
+        self.cx.wrappers.get(id)
     }
 
     fn call(&mut self, func: &Expr, args: &[Expr], keywords: &[Keyword], span: Span) -> Value {
@@ -1895,13 +1898,11 @@ impl<'a> Lowerer<'a> {
                 return self.api_call(call, &qualified, args, keywords, span);
             }
         }
-        if let Expr::Name { id, .. } = func {
-            let wrapper = (!self.env.contains_key(id))
-                .then(|| self.cx.wrappers.get(id))
-                .flatten();
-            if let Some(call) = wrapper.and_then(|w| w.inline_expr(args, keywords, span)) {
-                return self.eval(&call);
-            }
+        if let Some(call) = self
+            .wrapper(func)
+            .and_then(|w| w.inline_expr(args, keywords, span))
+        {
+            return self.eval(&call);
         }
         match func {
             Expr::Attribute {

@@ -26,7 +26,7 @@ pub struct ModuleContext<'a> {
     pub imports: Imports,
     /// Functions defined at the top level of the module.
     pub local_functions: HashSet<String>,
-    /// Those of them that only forward to one method call, lowered as that call.
+    /// Those of them that only forward to method calls, lowered at each call as those calls.
     pub wrappers: HashMap<String, Wrapper>,
 }
 
@@ -243,7 +243,7 @@ impl<'s> Scope<'s> {
         }
     }
 
-    /// Lower one function, unless its text shows it has no stream order of its own: no stream
+    /// Take one function for lowering, unless its text shows it has no stream order of its own: no stream
     /// API, event, `non_blocking` copy or attribute of its class that holds stream state (a
     /// stream, an event, pinned memory, a tensor staged on a side stream). Such a function runs
     /// everything on the caller's current stream, where no rule has anything to judge. Code that
