@@ -326,6 +326,20 @@ pub struct Body {
     /// Lowering stopped at the file's deadline: the body holds only part of the function and is
     /// not judged (a missing `record_stream` might be in the part not lowered).
     pub cut_short: bool,
+    /// Calls whose callee was lowered in place, in the caller's context (its current stream,
+    /// its arguments): every op and entity the callee made carries the call's span. A hazard
+    /// all of whose places are one such call lies inside the callee, which is judged on its own.
+    pub inlined_calls: Vec<Span>,
+}
+
+impl Body {
+    /// Do all these places lie inside one inlined call (see [`Body::inlined_calls`])?
+    pub fn inside_one_call(&self, mut spans: impl Iterator<Item = Span>) -> bool {
+        let Some(first) = spans.next() else {
+            return false;
+        };
+        self.inlined_calls.contains(&first) && spans.all(|s| s == first)
+    }
 }
 
 /// Places where the syntax allows a mechanical rewrite with stream scoping, as the frontend saw
@@ -416,6 +430,8 @@ pub struct Checkpoint {
 pub struct BodyBuilder {
     body: Body,
     current: BlockId,
+    /// The outermost call being inlined: what is built meanwhile carries its span.
+    inlined_at: Option<Span>,
 }
 
 impl BodyBuilder {
@@ -436,10 +452,12 @@ impl BodyBuilder {
             returns_to_ambient: true,
             rewrites: Rewrites::default(),
             cut_short: false,
+            inlined_calls: Vec::new(),
         };
         BodyBuilder {
             body,
             current: BlockId(0),
+            inlined_at: None,
         }
     }
 
@@ -454,7 +472,32 @@ impl BodyBuilder {
     pub fn body(&self) -> &Body {
         &self.body
     }
-    pub fn add_stream(&mut self, stream: Stream) -> StreamId {
+    /// Lower a callee in place at the call `span` (see [`Body::inlined_calls`]), until
+    /// [`Self::end_inline`] with what this returns. Nested calls keep the outermost call's span:
+    /// that is where the caller's code is.
+    pub fn begin_inline(&mut self, span: Span) -> Option<Span> {
+        let outer = self.inlined_at;
+        if outer.is_none() {
+            self.inlined_at = Some(span);
+            if !self.body.inlined_calls.contains(&span) {
+                self.body.inlined_calls.push(span);
+            }
+        }
+        outer
+    }
+    pub fn end_inline(&mut self, outer: Option<Span>) {
+        self.inlined_at = outer;
+    }
+    /// Is a callee being lowered in place?
+    pub fn inlining(&self) -> bool {
+        self.inlined_at.is_some()
+    }
+    fn place(&self, span: Span) -> Span {
+        self.inlined_at.unwrap_or(span)
+    }
+
+    pub fn add_stream(&mut self, mut stream: Stream) -> StreamId {
+        stream.span = stream.span.map(|s| self.place(s));
         self.body.streams.push(stream);
         StreamId(self.body.streams.len() as u32 - 1)
     }
@@ -462,7 +505,8 @@ impl BodyBuilder {
         self.body.buffers.push(buffer);
         BufferId(self.body.buffers.len() as u32 - 1)
     }
-    pub fn add_event(&mut self, event: Event) -> EventId {
+    pub fn add_event(&mut self, mut event: Event) -> EventId {
+        event.created = event.created.map(|s| self.place(s));
         self.body.events.push(event);
         EventId(self.body.events.len() as u32 - 1)
     }
@@ -489,6 +533,7 @@ impl BodyBuilder {
     /// Append an op to the current block.
     pub fn push(&mut self, kind: OpKind, span: Span) -> OpId {
         let id = OpId(self.body.ops.len() as u32);
+        let span = self.place(span);
         self.body.ops.push(Op { kind, span });
         self.body.blocks[self.current.index()].ops.push(id);
         id

@@ -5,6 +5,7 @@
 mod config;
 mod discover;
 mod fix;
+mod run;
 mod select;
 mod suppress;
 
@@ -19,6 +20,7 @@ use streamlint_rules::{Finding, Severity, PARSE_ERROR, UNUSED_SUPPRESSION};
 pub use config::{Config, ConfigError, Options};
 pub use discover::{discover, Discovery};
 pub use fix::{applicable, fix_source, Fixed};
+pub use run::check_file;
 pub use select::Selection;
 
 use globset::GlobSet;
@@ -248,7 +250,7 @@ fn worth_parsing(language: Language, source: &[u8], settings: &Settings) -> bool
     }
 }
 
-/// Check one file's text.
+/// Check one file's text on its own: calls into other files keep the model of unknown code.
 pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Finding> {
     let language = Language::of(path).unwrap_or(Language::Python);
     if !worth_parsing(language, source.as_bytes(), settings) {
@@ -262,6 +264,16 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
             streamlint_rust::lower_source(source, deadline).map_err(|e| (e.offset, e.message))
         }
     };
+    judge(source, language, lowered, settings)
+}
+
+/// The findings of one file from its lowered bodies (or the error that stopped its parse).
+fn judge(
+    source: &str,
+    language: Language,
+    lowered: Result<Vec<Body>, (u32, String)>,
+    settings: &Settings,
+) -> Vec<Finding> {
     let bodies = match lowered {
         Ok(bodies) => bodies,
         Err((offset, message)) => {
@@ -343,73 +355,6 @@ fn parse_error(span: Span, message: String) -> Finding {
     }
 }
 
-/// Read and check one file from disk.
-pub fn check_file(path: &Path, settings: &Settings) -> FileReport {
-    let report = |source: String, findings| FileReport {
-        path: path.to_path_buf(),
-        source,
-        findings,
-    };
-    // Generated or vendored giants (a minified bundle, a dumped table) would cost more than the
-    // whole rest of a run; they are skipped with a finding that says so.
-    if let Ok(meta) = std::fs::metadata(path) {
-        if meta.len() > MAX_FILE_BYTES {
-            let mb = |bytes: u64| bytes as f64 / 1e6;
-            let message = format!(
-                "skipped: the file is {:.1} MB, over the {:.0} MB limit for one file",
-                mb(meta.len()),
-                mb(MAX_FILE_BYTES)
-            );
-            return report(String::new(), error_finding(settings, message));
-        }
-    }
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
-        Err(e) => {
-            return report(
-                String::new(),
-                error_finding(settings, format!("could not read the file: {e}")),
-            )
-        }
-    };
-    if !worth_parsing(
-        Language::of(path).unwrap_or(Language::Python),
-        &bytes,
-        settings,
-    ) {
-        return report(String::new(), Vec::new());
-    }
-    match String::from_utf8(bytes) {
-        Ok(source) => {
-            // A panic is a bug; it must not take the rest of the run down with it.
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                check_source(path, &source, settings)
-            }));
-            let mut findings = result.unwrap_or_else(|_| {
-                error_finding(
-                    settings,
-                    "internal error while analysing this file; please report it with the file"
-                        .into(),
-                )
-            });
-            let ignored = settings.ignored_here(path);
-            findings.retain(|f| !ignored.iter().any(|p| select::matches(p, f.code)));
-            if findings.is_empty() {
-                return report(String::new(), findings);
-            }
-            report(source, findings)
-        }
-        Err(e) => {
-            let at = e.utf8_error().valid_up_to();
-            let findings = error_finding(
-                settings,
-                format!("the file is not valid UTF-8 (invalid byte at offset {at})"),
-            );
-            report(String::new(), findings)
-        }
-    }
-}
-
 fn error_finding(settings: &Settings, message: String) -> Vec<Finding> {
     if settings.selection.enabled(PARSE_ERROR.code) {
         vec![parse_error(Span::default(), message)]
@@ -418,20 +363,15 @@ fn error_finding(settings: &Settings, message: String) -> Vec<Finding> {
     }
 }
 
-/// Check every file in parallel; reports come back in path order.
+/// Check every file in parallel, the Python files as one project (calls from one file into
+/// another see the callee); reports come back in path order.
 pub fn check_files(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     let pool = rayon::ThreadPoolBuilder::new()
         .stack_size(WORKER_STACK)
         .build();
-    let run = || {
-        files
-            .par_iter()
-            .map(|p| check_file(p, settings))
-            .collect::<Vec<_>>()
-    };
     let mut reports = match pool {
-        Ok(pool) => pool.install(run),
-        Err(_) => files.iter().map(|p| check_file(p, settings)).collect(),
+        Ok(pool) => pool.install(|| run::check_run(files, settings)),
+        Err(_) => run::check_run(files, settings),
     };
     reports.sort_by(|a, b| a.path.cmp(&b.path));
     reports

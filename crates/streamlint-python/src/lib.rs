@@ -7,6 +7,7 @@ mod module;
 mod names;
 mod parser;
 mod prefilter;
+mod project;
 mod summary;
 mod syntax;
 mod wrappers;
@@ -14,6 +15,7 @@ mod wrappers;
 pub use api::ApiModel;
 pub use parser::ParseError;
 pub use prefilter::Prefilter;
+pub use project::{module_name, Parsed, Project};
 
 use streamlint_graph::{Body, Deadline};
 
@@ -22,16 +24,22 @@ pub fn parses(source: &str) -> bool {
     parser::parse_module(source).is_ok()
 }
 
+/// Parse a module. Errors carry a byte offset, so the file's path is not needed to parse it.
+pub fn parse(source: &str) -> Result<Parsed, ParseError> {
+    parser::parse_module(source).map(Parsed)
+}
+
 /// Parse `source` and lower every function, method and the module's top level (those with
-/// stream code) until `deadline`. Errors carry a byte offset, so the file's path is not needed
-/// to parse it.
+/// stream code) until `deadline`, as a project of one module: calls into other files keep the
+/// model of unknown code. [`Project::lower`] lowers a module that sees the whole project.
 pub fn lower_source(
     source: &str,
     api: &ApiModel,
     deadline: Deadline,
 ) -> Result<Vec<Body>, ParseError> {
-    let stmts = parser::parse_module(source)?;
-    Ok(module::lower_module(source, &stmts, api, deadline))
+    let parsed = parse(source)?;
+    let project = Project::new(vec![(String::new(), source, &parsed)], api);
+    Ok(project.lower(0, deadline))
 }
 
 #[cfg(test)]

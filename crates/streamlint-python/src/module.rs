@@ -11,28 +11,35 @@ use crate::api::{ApiCall, ApiModel};
 use crate::lower::Lowerer;
 use crate::names::Imports;
 use crate::prefilter::Prefilter;
+use crate::project::Project;
 use crate::summary::ClassSummary;
 use crate::syntax::{visit_calls, ClassDef, Constant, Expr, FunctionDef, Stmt};
-use crate::wrappers::{self, Wrapper};
+use crate::wrappers::Wrapper;
 
-/// What every function of a module shares.
+/// What every function of a module shares: references into the project index, so that a call
+/// lowered inside another module's function can switch to that module's context.
+#[derive(Clone, Copy)]
 pub struct ModuleContext<'a> {
     pub api: &'a ApiModel,
     /// The module's text, for scanning a function before lowering it.
     pub source: &'a str,
-    pub prefilter: Prefilter,
+    pub prefilter: &'a Prefilter,
     /// When lowering stops (checked between statements).
     pub deadline: Deadline,
-    pub imports: Imports,
+    pub imports: &'a Imports,
     /// Functions defined at the top level of the module.
-    pub local_functions: HashSet<String>,
+    pub functions: &'a HashMap<String, &'a FunctionDef>,
     /// Those of them that only forward to method calls, lowered at each call as those calls.
-    pub wrappers: HashMap<String, Wrapper>,
+    pub wrappers: &'a HashMap<String, Wrapper>,
+    /// Every module of the run, for calls into other modules.
+    pub project: &'a Project<'a>,
+    /// This module's place in the project.
+    pub module: usize,
 }
 
-impl ModuleContext<'_> {
+impl<'a> ModuleContext<'a> {
     /// The text a span covers (empty for a span outside the module).
-    fn text(&self, span: Span) -> &[u8] {
+    pub fn text(&self, span: Span) -> &'a [u8] {
         self.source
             .as_bytes()
             .get(span.start as usize..span.end as usize)
@@ -80,36 +87,7 @@ pub struct Role<'a> {
 }
 
 /// Lower every function of a parsed module.
-pub fn lower_module(source: &str, stmts: &[Stmt], api: &ApiModel, deadline: Deadline) -> Vec<Body> {
-    let mut imports = Imports::collect(stmts);
-    // `device_module = torch.get_device_module()` at the top level reads like an import.
-    for s in stmts {
-        if let Stmt::Assign { targets, value, .. } = s {
-            let Some(q) = imports.qualify(value).filter(|q| api.is_device_module(q)) else {
-                continue;
-            };
-            for t in targets {
-                if let Expr::Name { id, .. } = t {
-                    imports.bind(id, &q);
-                }
-            }
-        }
-    }
-    let cx = ModuleContext {
-        api,
-        source,
-        prefilter: Prefilter::new(api),
-        deadline,
-        imports,
-        local_functions: stmts
-            .iter()
-            .filter_map(|s| match s {
-                Stmt::Def(f) => Some(f.name.clone()),
-                _ => None,
-            })
-            .collect(),
-        wrappers: wrappers::find(stmts),
-    };
+pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     let workers = Workers::find(&cx, stmts);
     let constructions = constructions(stmts);
     let mut classes = Classes::new();
@@ -122,8 +100,8 @@ pub fn lower_module(source: &str, stmts: &[Stmt], api: &ApiModel, deadline: Dead
     };
     let mut jobs = Vec::new();
     top.gather(stmts, &mut jobs);
-    let lower = |(role, f): (Role<'_>, &FunctionDef)| Lowerer::lower(&cx, role, Some(f), &[]);
-    let mut bodies = vec![Lowerer::lower(&cx, Role::default(), None, stmts)];
+    let lower = |(role, f): (Role<'_>, &FunctionDef)| Lowerer::lower(cx, role, Some(f), &[]);
+    let mut bodies = vec![Lowerer::lower(cx, Role::default(), None, stmts)];
     // Functions are lowered independently of each other. Within a thread pool (the caller's:
     // it chose the stacks deep code needs), they are lowered in parallel, which a large file
     // open in an editor needs; elsewhere one after the other.
@@ -160,7 +138,7 @@ fn summarize_classes(
             Stmt::Def(f) => summarize_classes(cx, constructions, &f.body, out),
             Stmt::Class(c) => {
                 let info = ClassInfo {
-                    summary: ClassSummary::build(&c.body, cx.api, &cx.imports),
+                    summary: ClassSummary::build(&c.body, cx.api, cx.imports),
                     exit_restores: c.body.iter().any(|s| {
                         matches!(s, Stmt::Def(m) if m.name == "__exit__" && cx.sets_stream(&m.body))
                     }),

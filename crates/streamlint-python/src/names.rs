@@ -35,13 +35,42 @@ impl Imports {
                 Stmt::ImportFrom { module, names, .. } => {
                     for (name, alias) in names {
                         let bound = alias.clone().unwrap_or_else(|| name.clone());
-                        self.bound.insert(bound, format!("{module}.{name}"));
+                        // `from . import x` names `x` of the package itself.
+                        let qualified = if module.ends_with('.') {
+                            format!("{module}{name}")
+                        } else {
+                            format!("{module}.{name}")
+                        };
+                        self.bound.insert(bound, qualified);
                     }
                 }
                 Stmt::Def(f) => self.visit(&f.body),
                 Stmt::Class(c) => self.visit(&c.body),
                 other => other.blocks().into_iter().for_each(|b| self.visit(b)),
             }
+        }
+    }
+
+    /// What `name` was imported as, if an import binds it.
+    pub fn bound(&self, name: &str) -> Option<&str> {
+        self.bound.get(name).map(String::as_str)
+    }
+
+    /// Write relative imports (`.utils.f`, `..f`) as absolute names, from the importing
+    /// module's package path.
+    pub fn absolutize(&mut self, package: &[&str]) {
+        for target in self.bound.values_mut() {
+            let dots = target.bytes().take_while(|&b| b == b'.').count();
+            if dots == 0 {
+                continue;
+            }
+            let keep = package.len().saturating_sub(dots - 1);
+            let mut parts: Vec<&str> = package[..keep].to_vec();
+            let rest = &target[dots..];
+            if !rest.is_empty() {
+                parts.push(rest);
+            }
+            *target = parts.join(".");
         }
     }
 

@@ -65,6 +65,7 @@ impl Convert<'_> {
 
     fn function(&self, f: &ast::StmtFunctionDef) -> FunctionDef {
         let args = &f.parameters;
+        let positional = args.posonlyargs.len() + args.args.len();
         let mut params: Vec<Param> = args
             .posonlyargs
             .iter()
@@ -72,6 +73,7 @@ impl Convert<'_> {
             .chain(&args.kwonlyargs)
             .map(|a| Param {
                 name: a.parameter.name.to_string(),
+                variadic: false,
                 default: self.optional(a.default.as_deref()),
                 annotation: self.optional(a.parameter.annotation.as_deref()),
                 span: span(a.parameter.range),
@@ -81,6 +83,7 @@ impl Convert<'_> {
         // span starts at the name, after the stars.
         params.extend(args.vararg.iter().chain(&args.kwarg).map(|a| Param {
             name: a.name.to_string(),
+            variadic: true,
             default: None,
             annotation: None,
             span: span(TextRange::new(a.name.start(), a.range.end())),
@@ -91,6 +94,7 @@ impl Convert<'_> {
         FunctionDef {
             name: f.name.to_string(),
             params,
+            positional,
             decorators: f
                 .decorator_list
                 .iter()
@@ -261,7 +265,13 @@ impl Convert<'_> {
                 names: aliases(&i.names),
             },
             S::ImportFrom(i) => Stmt::ImportFrom {
-                module: i.module.as_ref().map(|m| m.to_string()).unwrap_or_default(),
+                // A relative import keeps its dots (`from ..utils import f`: `..utils`); the
+                // project index resolves them against the importing module's package.
+                module: format!(
+                    "{}{}",
+                    ".".repeat(i.level as usize),
+                    i.module.as_ref().map(|m| m.to_string()).unwrap_or_default()
+                ),
                 names: aliases(&i.names),
             },
             S::Expr(e) => Stmt::Expr(self.expr(&e.value)),

@@ -77,7 +77,11 @@ pub enum Stmt {
 #[derive(Clone, Debug)]
 pub struct FunctionDef {
     pub name: String,
+    /// Positional parameters first (`self` included), then keyword-only ones, then `*args` and
+    /// `**kwargs`.
     pub params: Vec<Param>,
+    /// How many of `params` a call can pass by position.
+    pub positional: usize,
     pub decorators: Vec<Expr>,
     pub body: Vec<Stmt>,
     pub span: Span,
@@ -88,6 +92,8 @@ pub struct FunctionDef {
 #[derive(Clone, Debug)]
 pub struct Param {
     pub name: String,
+    /// `*args` or `**kwargs`: what it holds is gathered from the call, not one argument.
+    pub variadic: bool,
     pub default: Option<Expr>,
     pub annotation: Option<Expr>,
     pub span: Span,

@@ -350,6 +350,10 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
         rule.finish(&mut cx);
     }
     let mut findings = cx.findings;
+    // A hazard wholly inside a callee lowered in place is the callee's, reported there.
+    findings.retain(|f| {
+        !body.inside_one_call(std::iter::once(f.span).chain(f.labels.iter().map(|l| l.span)))
+    });
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
     findings

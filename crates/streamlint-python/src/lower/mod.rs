@@ -2,6 +2,8 @@
 //! that keeps an environment of what each name holds (tensors by allocation site, streams,
 //! events) and the stream that is current, and emits the stream operations in program order.
 
+mod inline;
+
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use streamlint_graph::{
@@ -265,6 +267,11 @@ impl Value {
             (Value::Stream(s), Value::Unknown) | (Value::Unknown, Value::Stream(s)) if s.0 != 0 => {
                 Value::Stream(*s)
             }
+            // `return nullcontext()` on one path, `return torch.cuda.stream(s)` on the other.
+            (Value::StreamContext(Some(s)), Value::Unknown | Value::StreamContext(None))
+            | (Value::Unknown | Value::StreamContext(None), Value::StreamContext(Some(s))) => {
+                Value::StreamContext(Some(*s))
+            }
             (
                 Value::Tensors(_) | Value::Param(_) | Value::Group(_),
                 Value::Tensors(_) | Value::Param(_) | Value::Group(_),
@@ -319,7 +326,7 @@ enum Target {
 }
 
 pub struct Lowerer<'a> {
-    cx: &'a ModuleContext<'a>,
+    cx: ModuleContext<'a>,
     class: Option<&'a ClassSummary>,
     /// The function puts back the stream it changes by protocol (`__enter__`/`__exit__`, a
     /// context-manager generator that restores in `finally`).
@@ -373,13 +380,19 @@ pub struct Lowerer<'a> {
     /// The value being assigned was just computed by the statement (so `a, b = op(..)` may
     /// split it); loop and comprehension targets take existing values.
     fresh_value: bool,
+    /// The module whose function this body is (calls lowered in place switch `cx`).
+    home_module: usize,
+    /// The callees being lowered in place, innermost last (see `inline`).
+    inline_stack: Vec<*const FunctionDef>,
+    /// What the innermost callee lowered in place returns, over the returns seen so far.
+    inline_result: Option<Value>,
 }
 
 impl<'a> Lowerer<'a> {
     /// Lower a function (or, with `def` = `None`, the module's top-level statements) in the
     /// role the module gives it.
     pub fn lower(
-        cx: &'a ModuleContext<'a>,
+        cx: ModuleContext<'a>,
         role: Role<'a>,
         def: Option<&FunctionDef>,
         module_body: &[Stmt],
@@ -435,6 +448,9 @@ impl<'a> Lowerer<'a> {
             in_trial: false,
             binding: None,
             fresh_value: false,
+            home_module: cx.module,
+            inline_stack: Vec::new(),
+            inline_result: None,
         };
         match def {
             Some(d) => {
@@ -526,7 +542,12 @@ impl<'a> Lowerer<'a> {
 
     /// The entity made at `span` (one per tag and name there), created on first use.
     fn site(&mut self, span: Span, tag: &str, make: impl FnOnce(&mut BodyBuilder) -> u32) -> u32 {
-        let key = (span, tag.to_string());
+        // Spans of a callee in another module are offsets in that module's text.
+        let key = if self.cx.module == self.home_module {
+            (span, tag.to_string())
+        } else {
+            (span, format!("{tag}@{}", self.cx.module))
+        };
         if let Some(id) = self.sites.get(&key) {
             return *id;
         }
@@ -1067,6 +1088,10 @@ impl<'a> Lowerer<'a> {
             Stmt::Class(c) => {
                 self.bind(c.name.clone(), Value::Unknown);
             }
+            Stmt::Return { value, .. } if self.inlining() => {
+                let v = value.as_ref().map_or(Value::None, |v| self.eval(v));
+                self.inline_return(v);
+            }
             Stmt::Return { value, span } => {
                 if let Some(v) = value {
                     let v = self.eval(v);
@@ -1120,7 +1145,7 @@ impl<'a> Lowerer<'a> {
                 let decided = self
                     .cx
                     .api
-                    .cuda_truth(test, &self.cx.imports)
+                    .cuda_truth(test, self.cx.imports)
                     .or_else(|| self.decided_flag(test));
                 match decided {
                     Some(true) => return self.stmts(body),
@@ -1904,6 +1929,9 @@ impl<'a> Lowerer<'a> {
         {
             return self.eval(&call);
         }
+        if let Some(callee) = self.inline_target(func) {
+            return self.inline_call(callee, args, keywords, span);
+        }
         match func {
             Expr::Attribute {
                 value: receiver,
@@ -1938,7 +1966,7 @@ impl<'a> Lowerer<'a> {
                         _ => Value::Unknown,
                     };
                 }
-                let local = self.cx.local_functions.contains(id);
+                let local = self.cx.functions.contains_key(id);
                 self.opaque_call(
                     vals,
                     span,

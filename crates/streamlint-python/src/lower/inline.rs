@@ -1,0 +1,256 @@
+//! Calls into the project's own functions, lowered in place. The callee's statements run in the
+//! caller's context: its current stream (a helper called inside `with torch.cuda.stream(s):`
+//! queues its work on `s`, and its `current_stream()` is `s`), the caller's values for its
+//! parameters, and the caller's entities for what it returns. So a helper that records, waits,
+//! allocates or switches streams (`return torch.cuda.stream(s)`) has those effects where it is
+//! called, with no configuration.
+//!
+//! This is a function's summary computed at the call with the caller's context, the most
+//! precise kind there is; the caps below keep it cheap (a callee is lowered at most once per
+//! call site and level). What lies wholly inside the callee is judged where the callee is
+//! lowered on its own: the graph drops such findings from the caller
+//! (`Body::inlined_calls`).
+
+use std::collections::HashMap;
+
+use streamlint_graph::{BufferId, Memory, OpKind, Owner, ReleaseCause, Span};
+
+use super::{constant_flags, Env, Lowerer, Value};
+use crate::project::Resolved;
+use crate::syntax::{Constant, Expr, FunctionDef, Keyword};
+
+/// Calls lowered in place inside calls lowered in place, at most.
+const MAX_INLINE_DEPTH: usize = 3;
+
+/// Callees longer than this (bytes of source) keep the model of unknown code: lowering them
+/// at every call would cost more than it finds.
+const MAX_INLINE_BYTES: usize = 16_000;
+
+/// What the caller had while the callee is lowered.
+struct CallerState<'a> {
+    env: Env,
+    cx: crate::module::ModuleContext<'a>,
+    class: Option<&'a crate::summary::ClassSummary>,
+    flags: HashMap<String, bool>,
+    flag_splits: usize,
+    exit: streamlint_graph::BlockId,
+    loops: Vec<(streamlint_graph::BlockId, streamlint_graph::BlockId)>,
+    binding: Option<String>,
+    params: Vec<String>,
+    named_streams: HashMap<String, streamlint_graph::StreamId>,
+    result: Option<Value>,
+    restores_stream: bool,
+}
+
+/// Does the parameter look like it takes a stream (by annotation or name)?
+pub(super) fn stream_like(name: &str, annotation: &str) -> bool {
+    annotation.ends_with("Stream") || name == "stream" || name.ends_with("_stream")
+}
+
+impl<'a> Lowerer<'a> {
+    /// The project function a call names, when it is worth lowering in place: defined in a
+    /// checked file, not a local name, with stream code of its own, not a generator, not already
+    /// being lowered (recursion) and within the caps.
+    pub(super) fn inline_target(&self, func: &Expr) -> Option<Resolved<'a>> {
+        if self.inline_stack.len() >= MAX_INLINE_DEPTH {
+            return None;
+        }
+        let root = super::root_name(func)?;
+        if root == "self" || self.env.contains_key(root) || matches!(func, Expr::Call { .. }) {
+            return None;
+        }
+        let qualified = self.cx.imports.qualify(func)?;
+        let callee = self.cx.project.resolve(self.cx.module, &qualified)?;
+        if self
+            .inline_stack
+            .contains(&std::ptr::from_ref(callee.def))
+        {
+            return None;
+        }
+        let source = self.cx.project.module(callee.module).source.as_bytes();
+        let text = source.get(callee.def.span.start as usize..callee.def.span.end as usize)?;
+        let generator = memchr::memmem::find(text, b"yield").is_some();
+        (text.len() <= MAX_INLINE_BYTES && !generator && self.cx.prefilter.admits(text))
+            .then_some(callee)
+    }
+
+    /// Lower `callee` in place of the call at `span` and give back what it returns.
+    pub(super) fn inline_call(
+        &mut self,
+        callee: Resolved<'a>,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
+        let def = callee.def;
+        // The caller evaluates the arguments, in its own context.
+        let bound = self.bind_arguments(def, args, keywords);
+        let outer = self.b.begin_inline(span);
+        let exit = self.b.new_block();
+        let callee_cx = self.cx.project.context(callee.module, self.cx.deadline);
+        let saved = CallerState {
+            env: std::mem::take(&mut self.env),
+            cx: std::mem::replace(&mut self.cx, callee_cx),
+            class: self.class.take(),
+            flags: std::mem::replace(&mut self.flags, constant_flags(&def.body)),
+            flag_splits: std::mem::take(&mut self.flag_splits),
+            exit: std::mem::replace(&mut self.exit, exit),
+            loops: std::mem::take(&mut self.loops),
+            binding: self.binding.take(),
+            params: std::mem::take(&mut self.params),
+            named_streams: std::mem::take(&mut self.named_streams),
+            result: self.inline_result.take(),
+            restores_stream: std::mem::replace(&mut self.restores_stream, false),
+        };
+        for (name, value, flag) in bound {
+            if let Some(flag) = flag {
+                self.flags.insert(name.clone(), flag);
+            }
+            self.bind(name, value);
+        }
+        let first_buffer = self.b.body().buffers.len();
+        let first_stream = self.b.body().streams.len();
+        self.inline_stack.push(std::ptr::from_ref(def));
+        self.stmts(&def.body);
+        self.inline_stack.pop();
+        let last = self.b.current();
+        self.b.edge(last, exit);
+        self.b.switch_to(exit);
+        // A function that ends without `return` returns `None`.
+        let result = std::mem::replace(&mut self.inline_result, saved.result).unwrap_or(Value::None);
+        self.env = saved.env;
+        self.cx = saved.cx;
+        self.class = saved.class;
+        self.flags = saved.flags;
+        self.flag_splits = saved.flag_splits;
+        self.exit = saved.exit;
+        self.loops = saved.loops;
+        self.binding = saved.binding;
+        self.params = saved.params;
+        self.named_streams = saved.named_streams;
+        self.restores_stream = saved.restores_stream;
+        self.release_callee_locals(first_buffer, &result, span);
+        self.b.end_inline(outer);
+        self.name_returned_stream(&result, first_stream, span);
+        result
+    }
+
+    /// A stream the callee made and returned (`get_side_stream()`) is named in messages and
+    /// fixes by the call that gives it, which the caller can write; the callee's own name for
+    /// it (a module global, a local) may not even be visible there.
+    fn name_returned_stream(&mut self, result: &Value, first_stream: usize, span: Span) {
+        let (Value::Stream(s) | Value::StreamContext(Some(s))) = result else {
+            return;
+        };
+        if s.index() < first_stream || self.inlining() {
+            return;
+        }
+        let Some(call) = std::str::from_utf8(self.cx.text(span))
+            .ok()
+            .filter(|t| matches!(result, Value::Stream(_)) && !t.contains('\n'))
+            .map(str::to_string)
+        else {
+            return;
+        };
+        let stream = self.b.stream_mut(*s);
+        stream.display = format!("`{call}`");
+        stream.expr = call;
+    }
+
+    /// `return v` inside a callee lowered in place: `v` is the call's value (merged over the
+    /// callee's returns).
+    pub(super) fn inline_return(&mut self, value: Value) {
+        let merged = match self.inline_result.take() {
+            Some(earlier) => earlier.merge(&value),
+            None => value,
+        };
+        self.inline_result = Some(merged);
+        let exit = self.exit;
+        self.jump(exit);
+    }
+
+    pub(super) fn inlining(&self) -> bool {
+        !self.inline_stack.is_empty()
+    }
+
+    /// The callee's parameters with the caller's values: by position, by keyword, or the
+    /// default. A `True`/`False` given or defaulted decides the callee's tests of it. A
+    /// stream-like parameter given a name the caller knows only by its text (`self.stream`)
+    /// gets the caller's stream of that name.
+    fn bind_arguments(
+        &mut self,
+        def: &FunctionDef,
+        args: &[Expr],
+        keywords: &[Keyword],
+    ) -> Vec<(String, Value, Option<bool>)> {
+        let starred = args.iter().any(|a| matches!(a, Expr::Starred { .. }));
+        let positional: Vec<(&Expr, Value)> = args.iter().map(|a| (a, self.eval(a))).collect();
+        let named: Vec<(&Keyword, Value)> = keywords
+            .iter()
+            .map(|k| (k, self.eval(&k.value)))
+            .collect();
+        let mut out = Vec::with_capacity(def.params.len());
+        for (i, p) in def.params.iter().enumerate() {
+            let given = if p.variadic {
+                None
+            } else if i < def.positional && i < positional.len() && !starred {
+                Some(positional[i].clone())
+            } else {
+                named
+                    .iter()
+                    .find(|(k, _)| k.name.as_deref() == Some(p.name.as_str()))
+                    .map(|(k, v)| (&k.value, v.clone()))
+            };
+            let was_given = given.is_some();
+            let (expr, value) = match given {
+                Some((e, v)) => (Some(e), v),
+                None => (p.default.as_ref(), Value::Unknown),
+            };
+            let flag = match expr {
+                Some(Expr::Constant {
+                    value: Constant::Bool(b),
+                    ..
+                }) => Some(*b),
+                _ => None,
+            };
+            let annotation = p
+                .annotation
+                .as_ref()
+                .and_then(Expr::dotted)
+                .unwrap_or_default();
+            let value = match (value, was_given) {
+                (Value::Unknown, true) if stream_like(&p.name, &annotation) => expr
+                    .and_then(Expr::dotted)
+                    .map_or(Value::Unknown, |d| Value::Stream(self.named_stream(&d))),
+                (v, _) => v,
+            };
+            out.push((p.name.clone(), value, flag));
+        }
+        out
+    }
+
+    /// The callee's frame goes away: device tensors it made and neither returned nor left with
+    /// the caller's names are freed at the call.
+    fn release_callee_locals(&mut self, first: usize, result: &Value, span: Span) {
+        let made: Vec<BufferId> = (first..self.b.body().buffers.len())
+            .map(|i| BufferId(i as u32))
+            .filter(|b| {
+                let buffer = self.b.body().buffer(*b);
+                buffer.owner == Owner::Local
+                    && buffer.memory == Memory::Device
+                    && self.produced.contains(b)
+                    && !result.holds(*b)
+                    && !self.env.values().any(|v| v.holds(*b))
+            })
+            .collect();
+        for buffer in made {
+            self.b.push(
+                OpKind::Release {
+                    buffer,
+                    cause: ReleaseCause::ScopeDrop,
+                },
+                span,
+            );
+        }
+    }
+}
