@@ -19,11 +19,11 @@ enum Loaded {
         path: PathBuf,
         source: String,
         language: Language,
-        /// A package's `__init__.py` with no stream code: parsed only so that the names it
-        /// re-exports (`from .streams import side_stream`) resolve; it has nothing to judge.
-        index_only: bool,
     },
     Done(FileReport),
+    /// A package's `__init__.py` with no stream code: nothing to judge, but the names it
+    /// re-exports (`from .streams import side_stream`) may be what another file calls.
+    Package(PathBuf),
 }
 
 /// The message of the finding for a file whose analysis panicked.
@@ -63,10 +63,10 @@ fn load(path: &Path, settings: &Settings) -> Loaded {
         Err(e) => return done(error_finding(settings, format!("could not read the file: {e}"))),
     };
     let language = Language::of(path).unwrap_or(Language::Python);
-    let package_init = language == Language::Python
-        && path.file_name().is_some_and(|n| n == "__init__.py");
-    let index_only = !worth_parsing(language, &bytes, settings);
-    if index_only && !package_init {
+    if !worth_parsing(language, &bytes, settings) {
+        if language == Language::Python && path.file_name().is_some_and(|n| n == "__init__.py") {
+            return Loaded::Package(path.to_path_buf());
+        }
         return done(Vec::new());
     }
     match String::from_utf8(bytes) {
@@ -74,9 +74,7 @@ fn load(path: &Path, settings: &Settings) -> Loaded {
             path: path.to_path_buf(),
             source,
             language,
-            index_only,
         },
-        Err(_) if index_only => done(Vec::new()),
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
             done(error_finding(
@@ -120,25 +118,29 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
             modules.push((module_name(path), source.as_str(), parsed));
         }
     }
-    let project = Project::new(modules, &settings.api);
+    let packages = loaded
+        .iter()
+        .filter_map(|l| match l {
+            Loaded::Package(path) => Some((module_name(path), path.clone())),
+            _ => None,
+        })
+        .collect();
+    let project = Project::new(modules, packages, &settings.api);
     loaded
         .par_iter()
         .zip(parsed.par_iter())
         .zip(module_of.par_iter())
         .map(|((l, p), module)| match l {
+            Loaded::Package(path) => report(path, String::new(), Vec::new()),
             Loaded::Done(r) => FileReport {
                 path: r.path.clone(),
                 source: r.source.clone(),
                 findings: r.findings.clone(),
             },
             Loaded::Text {
-                path, index_only: true, ..
-            } => report(path, String::new(), Vec::new()),
-            Loaded::Text {
                 path,
                 source,
                 language,
-                ..
             } => {
                 let findings = guarded(settings, || {
                     let lowered = match (language, p, module) {

@@ -38,7 +38,7 @@ pub fn lower_source(
     deadline: Deadline,
 ) -> Result<Vec<Body>, ParseError> {
     let parsed = parse(source)?;
-    let project = Project::new(vec![(String::new(), source, &parsed)], api);
+    let project = Project::new(vec![(String::new(), source, &parsed)], Vec::new(), api);
     Ok(project.lower(0, deadline))
 }
 

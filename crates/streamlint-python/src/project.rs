@@ -5,6 +5,8 @@
 //! files resolve to nothing and keep the default model of unknown code.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
 
 use streamlint_graph::{Body, Deadline};
 
@@ -31,6 +33,8 @@ pub struct ModuleIndex<'a> {
     pub functions: HashMap<String, &'a FunctionDef>,
     /// Those of them that only forward to method calls, lowered at each call as those calls.
     pub wrappers: HashMap<String, Wrapper>,
+    /// Names the module binds at its top level (its globals).
+    pub globals: std::collections::HashSet<String>,
 }
 
 impl<'a> ModuleIndex<'a> {
@@ -79,6 +83,16 @@ impl<'a> ModuleIndex<'a> {
                 })
                 .collect(),
             wrappers: wrappers::find(stmts),
+            globals: stmts
+                .iter()
+                .filter_map(|s| match s {
+                    Stmt::Assign { targets, .. } => match targets.first() {
+                        Some(Expr::Name { id, .. }) => Some(id.clone()),
+                        _ => None,
+                    },
+                    _ => None,
+                })
+                .collect(),
         }
     }
 }
@@ -93,9 +107,37 @@ pub struct Resolved<'a> {
     pub def: &'a FunctionDef,
 }
 
+/// A package's `__init__.py` with no stream code of its own: it can only re-export names, so
+/// it is read, parsed and its imports collected the first time a call resolves through it.
+struct Package {
+    path: PathBuf,
+    imports: OnceLock<Option<Imports>>,
+}
+
+impl Package {
+    fn imports(&self, name: &str) -> Option<&Imports> {
+        self.imports
+            .get_or_init(|| {
+                let source = std::fs::read_to_string(&self.path).ok()?;
+                let stmts = crate::parser::parse_module(&source).ok()?;
+                let mut imports = Imports::collect(&stmts);
+                imports.absolutize(&name.split('.').collect::<Vec<_>>());
+                Some(imports)
+            })
+            .as_ref()
+    }
+}
+
 /// Every parsed module of the run, with a lookup from dotted names to modules.
 pub struct Project<'a> {
     modules: Vec<ModuleIndex<'a>>,
+    /// Packages whose `__init__.py` was not parsed, by dotted name.
+    packages: HashMap<String, Package>,
+    /// The packages under every dotted suffix of their names, as `by_suffix`.
+    package_suffixes: HashMap<String, Vec<String>>,
+    /// The name of every top-level function of the parsed modules: most calls name none of
+    /// them, and are turned away without resolving their modules.
+    function_names: std::collections::HashSet<&'a str>,
     /// Each module under every dotted suffix of its name (`src.pkg.mod`, `pkg.mod`, `mod`): the
     /// folder a run starts from need not be the import root.
     by_suffix: HashMap<String, Vec<usize>>,
@@ -104,8 +146,14 @@ pub struct Project<'a> {
 }
 
 impl<'a> Project<'a> {
-    /// Index the modules: (dotted name from the file's path, source, parsed statements).
-    pub fn new(files: Vec<(String, &'a str, &'a Parsed)>, api: &'a ApiModel) -> Self {
+    /// Index the modules: (dotted name from the file's path, source, parsed statements), and
+    /// the packages whose `__init__.py` was left unparsed: (dotted name, path), read only if a
+    /// call resolves through them.
+    pub fn new(
+        files: Vec<(String, &'a str, &'a Parsed)>,
+        packages: Vec<(String, PathBuf)>,
+        api: &'a ApiModel,
+    ) -> Self {
         let modules: Vec<ModuleIndex<'a>> = files
             .into_iter()
             .map(|(name, source, parsed)| ModuleIndex::new(name, source, &parsed.0, api))
@@ -120,8 +168,36 @@ impl<'a> Project<'a> {
                     .push(i);
             }
         }
+        let packages: HashMap<String, Package> = packages
+            .into_iter()
+            .map(|(name, path)| {
+                let name = name.strip_suffix(".__init__").unwrap_or(&name).to_string();
+                let package = Package {
+                    path,
+                    imports: OnceLock::new(),
+                };
+                (name, package)
+            })
+            .collect();
+        let mut package_suffixes: HashMap<String, Vec<String>> = HashMap::new();
+        for name in packages.keys() {
+            let parts: Vec<&str> = name.split('.').collect();
+            for start in 0..parts.len() {
+                package_suffixes
+                    .entry(parts[start..].join("."))
+                    .or_default()
+                    .push(name.clone());
+            }
+        }
+        let function_names = modules
+            .iter()
+            .flat_map(|m| m.functions.values().map(|f| f.name.as_str()))
+            .collect();
         Project {
             modules,
+            packages,
+            package_suffixes,
+            function_names,
             by_suffix,
             api,
             prefilter: Prefilter::new(api),
@@ -185,6 +261,14 @@ impl<'a> Project<'a> {
         top.next().is_none().then_some(first).flatten()
     }
 
+    /// The unparsed package a dotted name ends with, when exactly one does.
+    fn find_package(&self, dotted: &str) -> Option<(&str, &Package)> {
+        match self.package_suffixes.get(dotted)?.as_slice() {
+            [name] => Some((name.as_str(), &self.packages[name])),
+            _ => None,
+        }
+    }
+
     /// The project function a qualified name (as a module's imports qualify a call) denotes:
     /// `f` defined in module `from`, `pkg.mod.f`, or a name a package re-exports.
     pub fn resolve(&self, from: usize, qualified: &str) -> Option<Resolved<'a>> {
@@ -192,20 +276,28 @@ impl<'a> Project<'a> {
     }
 
     fn resolve_hops(&self, from: usize, qualified: &str, hops: usize) -> Option<Resolved<'a>> {
-        if qualified.contains("()") {
+        let last = qualified.rsplit('.').next().unwrap_or(qualified);
+        if qualified.contains("()") || !self.function_names.contains(last) {
             return None;
         }
         let Some((module_path, name)) = qualified.rsplit_once('.') else {
             let def = self.modules[from].functions.get(qualified)?;
             return Some(Resolved { module: from, def });
         };
-        let module = self.find_module(from, module_path)?;
-        let m = &self.modules[module];
-        if let Some(def) = m.functions.get(name) {
-            return Some(Resolved { module, def });
-        }
         // `from .impl import f` in a package's `__init__.py`, imported as `pkg.f`.
-        let reexported = m.imports.bound(name)?;
+        let (module, reexported) = match self.find_module(from, module_path) {
+            Some(module) => {
+                let m = &self.modules[module];
+                if let Some(def) = m.functions.get(name) {
+                    return Some(Resolved { module, def });
+                }
+                (module, m.imports.bound(name)?)
+            }
+            None => {
+                let (package_name, package) = self.find_package(module_path)?;
+                (from, package.imports(package_name)?.bound(name)?)
+            }
+        };
         if hops == 0 || reexported == qualified {
             return None;
         }
@@ -241,6 +333,7 @@ mod tests {
                 .iter()
                 .map(|(n, s, p)| (n.clone(), s.as_str(), p))
                 .collect(),
+            Vec::new(),
             api,
         )
     }

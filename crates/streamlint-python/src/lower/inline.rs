@@ -26,6 +26,10 @@ const MAX_INLINE_DEPTH: usize = 3;
 /// at every call would cost more than it finds.
 const MAX_INLINE_BYTES: usize = 16_000;
 
+/// Callees up to this size (bytes of source) are lowered in place wherever they are called:
+/// getters and setters of module state, helpers of a few statements.
+const SMALL_CALLEE_BYTES: usize = 1_200;
+
 /// What the caller had while the callee is lowered.
 struct CallerState<'a> {
     env: Env,
@@ -70,8 +74,14 @@ impl<'a> Lowerer<'a> {
         let source = self.cx.project.module(callee.module).source.as_bytes();
         let text = source.get(callee.def.span.start as usize..callee.def.span.end as usize)?;
         let generator = memchr::memmem::find(text, b"yield").is_some();
-        (text.len() <= MAX_INLINE_BYTES && !generator && self.cx.prefilter.admits(text))
-            .then_some(callee)
+        // Small functions (getters and setters of a cached stream, wrappers of one call) are
+        // cheap to lower whatever they do; a larger one only where it makes the context of a
+        // `with` and has stream code (a function returning `torch.cuda.stream(s)`). Larger
+        // helpers called elsewhere keep the model of unknown code for now: their effects on
+        // streams the project keeps in module state are not yet identified across calls.
+        let worth_it = text.len() <= SMALL_CALLEE_BYTES
+            || (self.entering_context && self.cx.prefilter.admits(text));
+        (text.len() <= MAX_INLINE_BYTES && !generator && worth_it).then_some(callee)
     }
 
     /// Lower `callee` in place of the call at `span` and give back what it returns.
@@ -171,6 +181,24 @@ impl<'a> Lowerer<'a> {
 
     pub(super) fn inlining(&self) -> bool {
         !self.inline_stack.is_empty()
+    }
+
+    /// A callee assigns a name its module binds at the top level: a module global (a stream
+    /// made on first use and cached), kept for the rest of the caller's body.
+    pub(super) fn remember_global(&mut self, name: &str, value: &Value) {
+        if self.inlining() && self.cx.project.module(self.cx.module).globals.contains(name) {
+            self.globals
+                .insert((self.cx.module, name.to_string()), value.clone());
+        }
+    }
+
+    /// What a name not bound in the function holds: a module global a callee assigned
+    /// earlier in this body, else nothing known.
+    pub(super) fn module_global(&self, name: &str) -> Value {
+        self.globals
+            .get(&(self.cx.module, name.to_string()))
+            .cloned()
+            .unwrap_or(Value::Unknown)
     }
 
     /// The callee's parameters with the caller's values: by position, by keyword, or the

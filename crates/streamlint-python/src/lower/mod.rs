@@ -382,6 +382,12 @@ pub struct Lowerer<'a> {
     fresh_value: bool,
     /// The module whose function this body is (calls lowered in place switch `cx`).
     home_module: usize,
+    /// The expression being evaluated is a `with` item's context: a project function called
+    /// there may make its stream current (see `inline`).
+    entering_context: bool,
+    /// Module-level names (by module and name) that a callee lowered in place assigned
+    /// (`global _SIDE; _SIDE = torch.cuda.Stream()`): later calls that read them see the value.
+    globals: HashMap<(usize, String), Value>,
     /// The callees being lowered in place, innermost last (see `inline`).
     inline_stack: Vec<*const FunctionDef>,
     /// What the innermost callee lowered in place returns, over the returns seen so far.
@@ -449,6 +455,8 @@ impl<'a> Lowerer<'a> {
             binding: None,
             fresh_value: false,
             home_module: cx.module,
+            globals: HashMap::new(),
+            entering_context: false,
             inline_stack: Vec::new(),
             inline_result: None,
         };
@@ -1170,13 +1178,20 @@ impl<'a> Lowerer<'a> {
                 }
                 let from = self.b.current();
                 let before = self.env.clone();
+                let before_current = self.current;
                 self.branch(from);
                 self.stmts(body);
                 let (then_end, then_env) =
                     (self.b.current(), std::mem::replace(&mut self.env, before));
+                let then_current = std::mem::replace(&mut self.current, before_current);
                 self.branch(from);
                 self.stmts(orelse);
                 let else_end = self.b.current();
+                // A stream set on one branch only (a first call making its own stream current)
+                // is not known to be current after the `if`: keep the one before it.
+                if then_current != self.current {
+                    self.current = before_current;
+                }
                 let join = self.b.new_block();
                 self.b.edge(then_end, join);
                 self.b.edge(else_end, join);
@@ -1188,7 +1203,9 @@ impl<'a> Lowerer<'a> {
                 let outer_blocks = self.stream_blocks.len();
                 let mut acquired = Vec::new();
                 for item in items {
+                    self.entering_context = true;
                     let v = self.eval(&item.context);
+                    self.entering_context = false;
                     let v = self.stream_context_by_shape(v, &item.context);
                     match v {
                         Value::StreamContext(Some(s)) | Value::Stream(s) => {
@@ -1509,6 +1526,7 @@ impl<'a> Lowerer<'a> {
                 }
                 let keep = value.buffers();
                 self.release_name(id, &keep, ReleaseCause::Rebind, span);
+                self.remember_global(id, &value);
                 self.bind(id.clone(), value);
             }
             Expr::Attribute {
@@ -1609,7 +1627,10 @@ impl<'a> Lowerer<'a> {
 
     fn eval(&mut self, expr: &Expr) -> Value {
         match expr {
-            Expr::Name { id, .. } => self.env.get(id).cloned().unwrap_or(Value::Unknown),
+            Expr::Name { id, .. } => match self.env.get(id) {
+                Some(v) => v.clone(),
+                None => self.module_global(id),
+            },
             Expr::Attribute { value, attr, .. } => self.attribute(expr, value, attr),
             Expr::Call {
                 func,
