@@ -1,11 +1,12 @@
 //! The fixture harness: every fixture must produce exactly the findings its inline
 //! `streamlint-expect` markers name, on those lines; files without markers must be clean.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
-use streamlint_linter::{check_source, Settings};
+use streamlint_linter::{check_files, check_source, Settings};
 use streamlint_render::LineIndex;
-use streamlint_rules::Applicability;
+use streamlint_rules::{Applicability, Finding};
 mod support;
 
 use support::{expectations, fixture_files, repo_root};
@@ -32,31 +33,26 @@ fn rust_fixtures_match_their_expectations() {
     check_fixtures(&files);
 }
 
-fn check_fixtures(files: &[std::path::PathBuf]) {
+/// A fixture file is a case of its own, or one module of a case folder (`bad_*/`, `good_*/`):
+/// a small project whose files are checked together, as a run checks a project.
+fn check_fixtures(files: &[PathBuf]) {
     let settings = Settings::default();
     let mut failures = Vec::new();
+    let mut cases: BTreeMap<PathBuf, Vec<PathBuf>> = BTreeMap::new();
     for path in files {
-        let source = std::fs::read_to_string(path).expect("fixture is readable UTF-8");
-        let expected = expectations(&source);
-        let index = LineIndex::new(&source);
-        let findings = check_source(path, &source, &settings);
-        let actual: BTreeSet<(usize, String)> = findings
-            .iter()
-            .map(|f| (index.position(f.span.start).row, f.code.to_string()))
-            .collect();
-        let rel = path
-            .strip_prefix(repo_root())
-            .unwrap_or(path)
-            .display()
-            .to_string();
-        for (line, code) in expected.difference(&actual) {
-            failures.push(format!("{rel}:{line}: missing {code}"));
-        }
-        for f in &findings {
-            let row = index.position(f.span.start).row;
-            if !expected.contains(&(row, f.code.to_string())) {
-                failures.push(format!("{rel}:{row}: unexpected {} {}", f.code, f.message));
+        match case_folder(path) {
+            Some(folder) => cases.entry(folder).or_default().push(path.clone()),
+            None => {
+                let source = std::fs::read_to_string(path).expect("fixture is readable UTF-8");
+                let findings = check_source(path, &source, &settings);
+                compare(path, &source, &findings, &mut failures);
             }
+        }
+    }
+    for case in cases.values() {
+        for report in check_files(case, &settings) {
+            let source = std::fs::read_to_string(&report.path).expect("readable UTF-8");
+            compare(&report.path, &source, &report.findings, &mut failures);
         }
     }
     assert!(
@@ -65,6 +61,38 @@ fn check_fixtures(files: &[std::path::PathBuf]) {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// Record where `findings` on the fixture at `path` differ from its expectations.
+fn compare(path: &Path, source: &str, findings: &[Finding], failures: &mut Vec<String>) {
+    let expected = expectations(source);
+    let index = LineIndex::new(source);
+    let actual: BTreeSet<(usize, String)> = findings
+        .iter()
+        .map(|f| (index.position(f.span.start).row, f.code.to_string()))
+        .collect();
+    let rel = path
+        .strip_prefix(repo_root())
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    for (line, code) in expected.difference(&actual) {
+        failures.push(format!("{rel}:{line}: missing {code}"));
+    }
+    for f in findings {
+        let row = index.position(f.span.start).row;
+        if !expected.contains(&(row, f.code.to_string())) {
+            failures.push(format!("{rel}:{row}: unexpected {} {}", f.code, f.message));
+        }
+    }
+}
+
+/// The case folder (`bad_*` or `good_*`) a fixture file belongs to, if any.
+fn case_folder(path: &Path) -> Option<PathBuf> {
+    path.ancestors().skip(1).find_map(|dir| {
+        let name = dir.file_name()?.to_str()?;
+        (name.starts_with("bad_") || name.starts_with("good_")).then(|| dir.to_path_buf())
+    })
 }
 
 /// Every rule with a page has bad and good fixtures in each of its languages, and every bad file
@@ -85,7 +113,19 @@ fn every_rule_has_bad_and_good_fixtures() {
             "{language}/{rule}: {bad} bad and {good} good fixtures, want at least {least} each"
         );
         for n in names.iter().filter(|n| n.starts_with("bad_")) {
-            let source = std::fs::read_to_string(dir.join(n)).unwrap();
+            // A case folder expects something in one of its files.
+            let case = dir.join(n);
+            let source = if case.is_dir() {
+                let extension = if language == "python" { "py" } else { "rs" };
+                fixture_files(&language, extension)
+                    .iter()
+                    .filter(|f| f.starts_with(&case))
+                    .map(|f| std::fs::read_to_string(f).unwrap())
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            } else {
+                std::fs::read_to_string(&case).unwrap()
+            };
             assert!(
                 expectations(&source).iter().any(|(_, c)| *c == rule),
                 "{rule}/{n} is a bad fixture without an expectation of {rule}"

@@ -488,10 +488,6 @@ impl BodyBuilder {
     pub fn end_inline(&mut self, outer: Option<Span>) {
         self.inlined_at = outer;
     }
-    /// Is a callee being lowered in place?
-    pub fn inlining(&self) -> bool {
-        self.inlined_at.is_some()
-    }
     fn place(&self, span: Span) -> Span {
         self.inlined_at.unwrap_or(span)
     }

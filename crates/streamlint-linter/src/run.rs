@@ -7,23 +7,27 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use streamlint_graph::Deadline;
+use streamlint_graph::{Body, Deadline};
 use streamlint_python::{module_name, Parsed, Project};
 use streamlint_rules::Finding;
 
 use crate::{error_finding, judge, worth_parsing, FileReport, Language, Settings, MAX_FILE_BYTES};
 
-/// A file after reading: its text to check, or its report already (skipped, unreadable).
+/// A file after reading.
 enum Loaded {
-    Text {
-        path: PathBuf,
-        source: String,
-        language: Language,
-    },
+    /// Its text, to check.
+    Text(Text),
+    /// Its report already (skipped, unreadable, not UTF-8, no stream code).
     Done(FileReport),
     /// A package's `__init__.py` with no stream code: nothing to judge, but the names it
     /// re-exports (`from .streams import side_stream`) may be what another file calls.
     Package(PathBuf),
+}
+
+struct Text {
+    path: PathBuf,
+    source: String,
+    language: Language,
 }
 
 /// The message of the finding for a file whose analysis panicked.
@@ -60,7 +64,12 @@ fn load(path: &Path, settings: &Settings) -> Loaded {
     }
     let bytes = match std::fs::read(path) {
         Ok(b) => b,
-        Err(e) => return done(error_finding(settings, format!("could not read the file: {e}"))),
+        Err(e) => {
+            return done(error_finding(
+                settings,
+                format!("could not read the file: {e}"),
+            ))
+        }
     };
     let language = Language::of(path).unwrap_or(Language::Python);
     if !worth_parsing(language, &bytes, settings) {
@@ -70,11 +79,11 @@ fn load(path: &Path, settings: &Settings) -> Loaded {
         return done(Vec::new());
     }
     match String::from_utf8(bytes) {
-        Ok(source) => Loaded::Text {
+        Ok(source) => Loaded::Text(Text {
             path: path.to_path_buf(),
             source,
             language,
-        },
+        }),
         Err(e) => {
             let at = e.utf8_error().valid_up_to();
             done(error_finding(
@@ -91,83 +100,81 @@ fn guarded(settings: &Settings, f: impl FnOnce() -> Vec<Finding>) -> Vec<Finding
         .unwrap_or_else(|_| error_finding(settings, INTERNAL_ERROR.into()))
 }
 
+/// A Python file's parse: the module, the parser's error, or `None` where the parser panicked.
+type Parse = Option<Result<Parsed, (u32, String)>>;
+
 /// Check `files` as one run (see the module's documentation).
 pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
-    let loaded: Vec<Loaded> = files.par_iter().map(|p| load(p, settings)).collect();
-    // Parsing a Python file depends on nothing else; a parser panic is kept apart as `None`.
-    let parsed: Vec<Option<Result<Parsed, (u32, String)>>> = loaded
+    let mut reports = Vec::new();
+    let mut texts = Vec::new();
+    let mut packages = Vec::new();
+    for loaded in files
         .par_iter()
-        .map(|l| match l {
-            Loaded::Text {
-                source,
-                language: Language::Python,
-                ..
-            } => catch_unwind(AssertUnwindSafe(|| {
-                streamlint_python::parse(source).map_err(|e| (e.offset, e.message))
-            }))
-            .ok(),
-            _ => None,
+        .map(|p| load(p, settings))
+        .collect::<Vec<_>>()
+    {
+        match loaded {
+            Loaded::Text(t) => texts.push(t),
+            Loaded::Done(r) => reports.push(r),
+            Loaded::Package(path) => {
+                packages.push((module_name(&path), path.clone()));
+                reports.push(report(&path, String::new(), Vec::new()));
+            }
+        }
+    }
+    // Parsing a Python file depends on nothing else.
+    let parses: Vec<Parse> = texts
+        .par_iter()
+        .map(|t| {
+            (t.language == Language::Python).then(|| {
+                catch_unwind(AssertUnwindSafe(|| {
+                    streamlint_python::parse(&t.source).map_err(|e| (e.offset, e.message))
+                }))
+                .ok()
+            })?
         })
         .collect();
     // The project: every Python file that parsed, by the module name its path gives.
-    let mut module_of = vec![None; loaded.len()];
+    let mut module_of = Vec::with_capacity(texts.len());
     let mut modules = Vec::new();
-    for (i, (l, p)) in loaded.iter().zip(&parsed).enumerate() {
-        if let (Loaded::Text { path, source, .. }, Some(Ok(parsed))) = (l, p) {
-            module_of[i] = Some(modules.len());
-            modules.push((module_name(path), source.as_str(), parsed));
-        }
-    }
-    let packages = loaded
-        .iter()
-        .filter_map(|l| match l {
-            Loaded::Package(path) => Some((module_name(path), path.clone())),
-            _ => None,
-        })
-        .collect();
-    let project = Project::new(modules, packages, &settings.api);
-    loaded
-        .par_iter()
-        .zip(parsed.par_iter())
-        .zip(module_of.par_iter())
-        .map(|((l, p), module)| match l {
-            Loaded::Package(path) => report(path, String::new(), Vec::new()),
-            Loaded::Done(r) => FileReport {
-                path: r.path.clone(),
-                source: r.source.clone(),
-                findings: r.findings.clone(),
-            },
-            Loaded::Text {
-                path,
-                source,
-                language,
-            } => {
-                let findings = guarded(settings, || {
-                    let lowered = match (language, p, module) {
-                        (Language::Rust, ..) => {
-                            let deadline = Deadline::after(settings.file_time_limit);
-                            streamlint_rust::lower_source(source, deadline)
-                                .map_err(|e| (e.offset, e.message))
-                        }
-                        (_, _, Some(m)) => {
-                            let deadline = Deadline::after(settings.file_time_limit);
-                            Ok(project.lower(*m, deadline))
-                        }
-                        (_, Some(Err(e)), _) => Err(e.clone()),
-                        // The parser panicked.
-                        _ => return error_finding(settings, INTERNAL_ERROR.into()),
-                    };
-                    judge(source, *language, lowered, settings)
-                });
-                let ignored = settings.ignored_here(path);
-                let findings: Vec<Finding> = findings
-                    .into_iter()
-                    .filter(|f| !ignored.iter().any(|p| crate::select::matches(p, f.code)))
-                    .collect();
-                report(path, source.clone(), findings)
+    for (t, parse) in texts.iter().zip(&parses) {
+        module_of.push(match parse {
+            Some(Ok(parsed)) => {
+                modules.push((module_name(&t.path), t.source.as_str(), parsed));
+                Some(modules.len() - 1)
             }
-        })
-        .collect()
+            _ => None,
+        });
+    }
+    let project = Project::new(modules, packages, &settings.api);
+    // The bodies of one file, or its parse error; `None` where the parser panicked.
+    let lower = |t: &Text, parse: &Parse, module: Option<usize>| {
+        let deadline = Deadline::after(settings.file_time_limit);
+        let lowered: Result<Vec<Body>, (u32, String)> = match (t.language, module, parse) {
+            (Language::Rust, ..) => streamlint_rust::lower_source(&t.source, deadline)
+                .map_err(|e| (e.offset, e.message)),
+            (_, Some(m), _) => Ok(project.lower(m, deadline)),
+            (_, None, Some(Err(e))) => Err(e.clone()),
+            (_, None, _) => return None,
+        };
+        Some(lowered)
+    };
+    reports.par_extend(
+        texts
+            .par_iter()
+            .zip(parses.par_iter())
+            .zip(module_of.par_iter())
+            .map(|((t, parse), module)| {
+                let mut findings = guarded(settings, || match lower(t, parse, *module) {
+                    Some(lowered) => judge(&t.source, t.language, lowered, settings),
+                    None => error_finding(settings, INTERNAL_ERROR.into()),
+                });
+                let ignored = settings.ignored_here(&t.path);
+                findings.retain(|f| !ignored.iter().any(|p| crate::select::matches(p, f.code)));
+                report(&t.path, t.source.clone(), findings)
+            }),
+    );
+    reports
 }
 
 /// Read and check one file from disk, on its own.

@@ -24,8 +24,6 @@ pub struct Parsed(pub(crate) Vec<Stmt>);
 pub struct ModuleIndex<'a> {
     /// Dotted module name (`pkg.sub.mod`; a package's `__init__.py` is `pkg.sub`).
     pub name: String,
-    /// `__init__.py`: relative imports start from the module itself, not its parent.
-    pub is_package: bool,
     pub source: &'a str,
     pub stmts: &'a [Stmt],
     pub imports: Imports,
@@ -38,13 +36,12 @@ pub struct ModuleIndex<'a> {
 }
 
 impl<'a> ModuleIndex<'a> {
-    fn new(name: String, source: &'a str, stmts: &'a [Stmt], api: &ApiModel) -> Self {
-        let is_package = name.ends_with(".__init__") || name == "__init__";
-        let name = name
-            .strip_suffix(".__init__")
-            .or_else(|| name.strip_suffix("__init__"))
-            .map(str::to_string)
-            .unwrap_or(name);
+    fn new(path_name: String, source: &'a str, stmts: &'a [Stmt], api: &ApiModel) -> Self {
+        // In a package's `__init__.py`, relative imports start from the package itself.
+        let (name, is_package) = match package_of_init(&path_name) {
+            Some(package) => (package.to_string(), true),
+            None => (path_name, false),
+        };
         let mut imports = Imports::collect(stmts);
         // `device_module = torch.get_device_module()` at the top level reads like an import.
         for s in stmts {
@@ -71,7 +68,6 @@ impl<'a> ModuleIndex<'a> {
         imports.absolutize(&package);
         ModuleIndex {
             name,
-            is_package,
             source,
             stmts,
             imports,
@@ -95,6 +91,21 @@ impl<'a> ModuleIndex<'a> {
                 .collect(),
         }
     }
+}
+
+/// The package an `__init__` module name stands for (`pkg.sub.__init__` → `pkg.sub`).
+fn package_of_init(name: &str) -> Option<&str> {
+    if name == "__init__" {
+        return Some("");
+    }
+    name.strip_suffix(".__init__")
+}
+
+/// Every dotted suffix of a module name (`src.pkg.mod`, `pkg.mod`, `mod`): the folder a run
+/// starts from need not be the import root, so a module is found under each.
+fn dotted_suffixes(name: &str) -> impl Iterator<Item = String> + '_ {
+    let parts: Vec<&str> = name.split('.').collect();
+    (0..parts.len()).map(move |start| parts[start..].join("."))
 }
 
 /// Re-exports followed from a package to the module that defines a name, at most.
@@ -133,13 +144,13 @@ pub struct Project<'a> {
     modules: Vec<ModuleIndex<'a>>,
     /// Packages whose `__init__.py` was not parsed, by dotted name.
     packages: HashMap<String, Package>,
-    /// The packages under every dotted suffix of their names, as `by_suffix`.
+    /// The packages under every dotted suffix of their names (see `dotted_suffixes`).
     package_suffixes: HashMap<String, Vec<String>>,
     /// The name of every top-level function of the parsed modules: most calls name none of
-    /// them, and are turned away without resolving their modules.
+    /// them, and are turned away without resolving their modules. (So a package that
+    /// re-exports a function under another name, `from .impl import f as g`, is not followed.)
     function_names: std::collections::HashSet<&'a str>,
-    /// Each module under every dotted suffix of its name (`src.pkg.mod`, `pkg.mod`, `mod`): the
-    /// folder a run starts from need not be the import root.
+    /// Each module under every dotted suffix of its name (see `dotted_suffixes`).
     by_suffix: HashMap<String, Vec<usize>>,
     api: &'a ApiModel,
     prefilter: Prefilter,
@@ -160,18 +171,14 @@ impl<'a> Project<'a> {
             .collect();
         let mut by_suffix: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, m) in modules.iter().enumerate() {
-            let parts: Vec<&str> = m.name.split('.').collect();
-            for start in 0..parts.len() {
-                by_suffix
-                    .entry(parts[start..].join("."))
-                    .or_default()
-                    .push(i);
+            for suffix in dotted_suffixes(&m.name) {
+                by_suffix.entry(suffix).or_default().push(i);
             }
         }
         let packages: HashMap<String, Package> = packages
             .into_iter()
             .map(|(name, path)| {
-                let name = name.strip_suffix(".__init__").unwrap_or(&name).to_string();
+                let name = package_of_init(&name).unwrap_or(&name).to_string();
                 let package = Package {
                     path,
                     imports: OnceLock::new(),
@@ -181,10 +188,9 @@ impl<'a> Project<'a> {
             .collect();
         let mut package_suffixes: HashMap<String, Vec<String>> = HashMap::new();
         for name in packages.keys() {
-            let parts: Vec<&str> = name.split('.').collect();
-            for start in 0..parts.len() {
+            for suffix in dotted_suffixes(name) {
                 package_suffixes
-                    .entry(parts[start..].join("."))
+                    .entry(suffix)
                     .or_default()
                     .push(name.clone());
             }
@@ -202,14 +208,6 @@ impl<'a> Project<'a> {
             api,
             prefilter: Prefilter::new(api),
         }
-    }
-
-    pub fn len(&self) -> usize {
-        self.modules.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.modules.is_empty()
     }
 
     pub fn module(&self, i: usize) -> &ModuleIndex<'a> {
@@ -315,7 +313,10 @@ pub fn module_name(path: &std::path::Path) -> String {
         })
         .collect();
     if let Some(last) = parts.last_mut() {
-        if let Some(stem) = last.strip_suffix(".pyi").or_else(|| last.strip_suffix(".py")) {
+        if let Some(stem) = last
+            .strip_suffix(".pyi")
+            .or_else(|| last.strip_suffix(".py"))
+        {
             *last = stem.to_string();
         }
     }
@@ -369,10 +370,16 @@ mod tests {
                 })
                 .unwrap()
         };
-        let found = |qualified: &str| p.resolve(train, qualified).map(|r| (r.module, r.def.name.clone()));
+        let found = |qualified: &str| {
+            p.resolve(train, qualified)
+                .map(|r| (r.module, r.def.name.clone()))
+        };
         assert_eq!(found(&q("side")), Some((0, "side".into())));
         assert_eq!(found("pkg.streams.side"), Some((0, "side".into())));
-        assert_eq!(found(&format!("{}.side", q("st"))), Some((0, "side".into())));
+        assert_eq!(
+            found(&format!("{}.side", q("st"))),
+            Some((0, "side".into()))
+        );
         assert_eq!(found(&q("s2")), Some((0, "side".into())));
         assert_eq!(found("local"), Some((train, "local".into())));
         assert_eq!(found("torch.cuda.stream"), None);
@@ -383,6 +390,9 @@ mod tests {
     #[test]
     fn module_names_come_from_paths() {
         assert_eq!(module_name(std::path::Path::new("./a/b/c.py")), "a.b.c");
-        assert_eq!(module_name(std::path::Path::new("a/__init__.py")), "a.__init__");
+        assert_eq!(
+            module_name(std::path::Path::new("a/__init__.py")),
+            "a.__init__"
+        );
     }
 }

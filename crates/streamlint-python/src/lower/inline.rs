@@ -67,7 +67,7 @@ impl<'a> Lowerer<'a> {
         let callee = self.cx.project.resolve(self.cx.module, &qualified)?;
         if self
             .inline_stack
-            .contains(&std::ptr::from_ref(callee.def))
+            .contains(&(callee.module, callee.def.span))
         {
             return None;
         }
@@ -120,14 +120,15 @@ impl<'a> Lowerer<'a> {
         }
         let first_buffer = self.b.body().buffers.len();
         let first_stream = self.b.body().streams.len();
-        self.inline_stack.push(std::ptr::from_ref(def));
+        self.inline_stack.push((callee.module, def.span));
         self.stmts(&def.body);
         self.inline_stack.pop();
         let last = self.b.current();
         self.b.edge(last, exit);
         self.b.switch_to(exit);
         // A function that ends without `return` returns `None`.
-        let result = std::mem::replace(&mut self.inline_result, saved.result).unwrap_or(Value::None);
+        let result =
+            std::mem::replace(&mut self.inline_result, saved.result).unwrap_or(Value::None);
         self.env = saved.env;
         self.cx = saved.cx;
         self.class = saved.class;
@@ -149,7 +150,7 @@ impl<'a> Lowerer<'a> {
     /// fixes by the call that gives it, which the caller can write; the callee's own name for
     /// it (a module global, a local) may not even be visible there.
     fn name_returned_stream(&mut self, result: &Value, first_stream: usize, span: Span) {
-        let (Value::Stream(s) | Value::StreamContext(Some(s))) = result else {
+        let Value::Stream(s) = result else {
             return;
         };
         if s.index() < first_stream || self.inlining() {
@@ -157,7 +158,7 @@ impl<'a> Lowerer<'a> {
         }
         let Some(call) = std::str::from_utf8(self.cx.text(span))
             .ok()
-            .filter(|t| matches!(result, Value::Stream(_)) && !t.contains('\n'))
+            .filter(|t| !t.contains('\n'))
             .map(str::to_string)
         else {
             return;
@@ -186,7 +187,14 @@ impl<'a> Lowerer<'a> {
     /// A callee assigns a name its module binds at the top level: a module global (a stream
     /// made on first use and cached), kept for the rest of the caller's body.
     pub(super) fn remember_global(&mut self, name: &str, value: &Value) {
-        if self.inlining() && self.cx.project.module(self.cx.module).globals.contains(name) {
+        if self.inlining()
+            && self
+                .cx
+                .project
+                .module(self.cx.module)
+                .globals
+                .contains(name)
+        {
             self.globals
                 .insert((self.cx.module, name.to_string()), value.clone());
         }
@@ -213,10 +221,8 @@ impl<'a> Lowerer<'a> {
     ) -> Vec<(String, Value, Option<bool>)> {
         let starred = args.iter().any(|a| matches!(a, Expr::Starred { .. }));
         let positional: Vec<(&Expr, Value)> = args.iter().map(|a| (a, self.eval(a))).collect();
-        let named: Vec<(&Keyword, Value)> = keywords
-            .iter()
-            .map(|k| (k, self.eval(&k.value)))
-            .collect();
+        let named: Vec<(&Keyword, Value)> =
+            keywords.iter().map(|k| (k, self.eval(&k.value))).collect();
         let mut out = Vec::with_capacity(def.params.len());
         for (i, p) in def.params.iter().enumerate() {
             let given = if p.variadic {

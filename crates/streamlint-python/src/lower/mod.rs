@@ -388,8 +388,8 @@ pub struct Lowerer<'a> {
     /// Module-level names (by module and name) that a callee lowered in place assigned
     /// (`global _SIDE; _SIDE = torch.cuda.Stream()`): later calls that read them see the value.
     globals: HashMap<(usize, String), Value>,
-    /// The callees being lowered in place, innermost last (see `inline`).
-    inline_stack: Vec<*const FunctionDef>,
+    /// The callees being lowered in place (by module and span), innermost last (see `inline`).
+    inline_stack: Vec<(usize, Span)>,
     /// What the innermost callee lowered in place returns, over the returns seen so far.
     inline_result: Option<Value>,
 }
@@ -510,10 +510,7 @@ impl<'a> Lowerer<'a> {
                     span: Some(d.span()),
                 };
                 Value::Stream(self.b.add_stream(stream))
-            } else if annotation.ends_with("Stream")
-                || p.name == "stream"
-                || p.name.ends_with("_stream")
-            {
+            } else if inline::stream_like(&p.name, &annotation) {
                 Value::Stream(self.named_stream(&p.name))
             } else if annotation.ends_with("Event") {
                 Value::Event(self.event_at(p.span, &p.name, false))
