@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-RUFF_VERSION = "0.14.0"
+RUFF_VERSION = "0.17.5"
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -7,8 +7,8 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
 use rayon::prelude::*;
-use streamlint_graph::{Body, Deadline};
-use streamlint_python::{module_name, Parsed, Project};
+use streamlint_graph::Deadline;
+use streamlint_python::{module_name, ModuleIndex, Project};
 use streamlint_rules::Finding;
 
 use crate::{error_finding, judge, worth_parsing, FileReport, Language, Settings, MAX_FILE_BYTES};
@@ -28,6 +28,14 @@ struct Text {
     path: PathBuf,
     source: String,
     language: Language,
+}
+
+/// A file after indexing: its text is not kept.
+enum Indexed {
+    /// To check, with its index if it is a Python file.
+    ToCheck(PathBuf, Option<ModuleIndex>),
+    Done(FileReport),
+    Package(PathBuf),
 }
 
 /// The message of the finding for a file whose analysis panicked.
@@ -100,80 +108,70 @@ fn guarded(settings: &Settings, f: impl FnOnce() -> Vec<Finding>) -> Vec<Finding
         .unwrap_or_else(|_| error_finding(settings, INTERNAL_ERROR.into()))
 }
 
-/// A Python file's parse: the module, the parser's error, or `None` where the parser panicked.
-type Parse = Option<Result<Parsed, (u32, String)>>;
-
 /// Check `files` as one run (see the module's documentation).
 pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     let mut reports = Vec::new();
-    let mut texts = Vec::new();
+    // Files to check, with their place in the project (Python) or none (Rust).
+    let mut to_check = Vec::new();
+    let mut modules = Vec::new();
     let mut packages = Vec::new();
-    for loaded in files
+    // Each Python file is indexed from its text alone (no parse: see `ModuleIndex`); the text
+    // is not kept, but read again when the file is checked, so that a run holds one file's
+    // text and tree per thread, not every file's.
+    let indexed: Vec<Indexed> = files
         .par_iter()
-        .map(|p| load(p, settings))
-        .collect::<Vec<_>>()
-    {
-        match loaded {
-            Loaded::Text(t) => texts.push(t),
-            Loaded::Done(r) => reports.push(r),
-            Loaded::Package(path) => {
+        .map(|p| match load(p, settings) {
+            Loaded::Text(t) => {
+                let index = (t.language == Language::Python)
+                    .then(|| ModuleIndex::new(module_name(&t.path), &t.source, &settings.api));
+                Indexed::ToCheck(t.path, index)
+            }
+            Loaded::Done(r) => Indexed::Done(r),
+            Loaded::Package(path) => Indexed::Package(path),
+        })
+        .collect();
+    for indexed in indexed {
+        match indexed {
+            Indexed::ToCheck(path, index) => {
+                let module = index.map(|m| {
+                    modules.push(m);
+                    modules.len() - 1
+                });
+                to_check.push((path, module));
+            }
+            Indexed::Done(r) => reports.push(r),
+            Indexed::Package(path) => {
                 packages.push((module_name(&path), path.clone()));
                 reports.push(report(&path, String::new(), Vec::new()));
             }
         }
     }
-    // Parsing a Python file depends on nothing else.
-    let parses: Vec<Parse> = texts
-        .par_iter()
-        .map(|t| {
-            (t.language == Language::Python).then(|| {
-                catch_unwind(AssertUnwindSafe(|| {
-                    streamlint_python::parse(&t.source).map_err(|e| (e.offset, e.message))
-                }))
-                .ok()
-            })?
-        })
-        .collect();
-    // The project: every Python file that parsed, by the module name its path gives.
-    let mut module_of = Vec::with_capacity(texts.len());
-    let mut modules = Vec::new();
-    for (t, parse) in texts.iter().zip(&parses) {
-        module_of.push(match parse {
-            Some(Ok(parsed)) => {
-                modules.push((module_name(&t.path), t.source.as_str(), parsed));
-                Some(modules.len() - 1)
-            }
-            _ => None,
-        });
-    }
     let project = Project::new(modules, packages, &settings.api);
-    // The bodies of one file, or its parse error; `None` where the parser panicked.
-    let lower = |t: &Text, parse: &Parse, module: Option<usize>| {
+    // A Python file has its place in the project; a Rust file has none.
+    let lower = |t: &Text, module: Option<usize>| {
         let deadline = Deadline::after(settings.file_time_limit);
-        let lowered: Result<Vec<Body>, (u32, String)> = match (t.language, module, parse) {
-            (Language::Rust, ..) => streamlint_rust::lower_source(&t.source, deadline)
+        match module {
+            Some(m) => streamlint_python::parse(&t.source)
+                .map(|parsed| project.lower(m, &t.source, &parsed, deadline))
                 .map_err(|e| (e.offset, e.message)),
-            (_, Some(m), _) => Ok(project.lower(m, deadline)),
-            (_, None, Some(Err(e))) => Err(e.clone()),
-            (_, None, _) => return None,
-        };
-        Some(lowered)
+            None => streamlint_rust::lower_source(&t.source, deadline)
+                .map_err(|e| (e.offset, e.message)),
+        }
     };
-    reports.par_extend(
-        texts
-            .par_iter()
-            .zip(parses.par_iter())
-            .zip(module_of.par_iter())
-            .map(|((t, parse), module)| {
-                let mut findings = guarded(settings, || match lower(t, parse, *module) {
-                    Some(lowered) => judge(&t.source, t.language, lowered, settings),
-                    None => error_finding(settings, INTERNAL_ERROR.into()),
-                });
-                let ignored = settings.ignored_here(&t.path);
-                findings.retain(|f| !ignored.iter().any(|p| crate::select::matches(p, f.code)));
-                report(&t.path, t.source.clone(), findings)
-            }),
-    );
+    reports.par_extend(to_check.par_iter().map(|(path, module)| {
+        // Read again; a file changed since (now unreadable, say) is reported as it is now.
+        let t = match load(path, settings) {
+            Loaded::Text(t) => t,
+            Loaded::Done(r) => return r,
+            Loaded::Package(path) => return report(&path, String::new(), Vec::new()),
+        };
+        let mut findings = guarded(settings, || {
+            judge(&t.source, t.language, lower(&t, *module), settings)
+        });
+        let ignored = settings.ignored_here(&t.path);
+        findings.retain(|f| !ignored.iter().any(|p| crate::select::matches(p, f.code)));
+        report(&t.path, t.source, findings)
+    }));
     reports
 }
 

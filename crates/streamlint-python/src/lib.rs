@@ -5,6 +5,7 @@ pub mod api;
 mod lower;
 mod module;
 mod names;
+mod outline;
 mod parser;
 mod prefilter;
 mod project;
@@ -15,7 +16,7 @@ mod wrappers;
 pub use api::ApiModel;
 pub use parser::ParseError;
 pub use prefilter::Prefilter;
-pub use project::{module_name, Parsed, Project};
+pub use project::{module_name, ModuleIndex, Parsed, Project};
 
 use streamlint_graph::{Body, Deadline};
 
@@ -38,8 +39,9 @@ pub fn lower_source(
     deadline: Deadline,
 ) -> Result<Vec<Body>, ParseError> {
     let parsed = parse(source)?;
-    let project = Project::new(vec![(String::new(), source, &parsed)], Vec::new(), api);
-    Ok(project.lower(0, deadline))
+    let module = ModuleIndex::new(String::new(), source, api);
+    let project = Project::new(vec![module], Vec::new(), api);
+    Ok(project.lower(0, source, &parsed, deadline))
 }
 
 #[cfg(test)]

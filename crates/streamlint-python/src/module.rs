@@ -21,14 +21,15 @@ use crate::wrappers::Wrapper;
 #[derive(Clone, Copy)]
 pub struct ModuleContext<'a> {
     pub api: &'a ApiModel,
-    /// The module's text, for scanning a function before lowering it.
+    /// The module's text, for scanning a function before lowering it (empty in the context of a
+    /// callee lowered in place, whose module's text is not kept).
     pub source: &'a str,
     pub prefilter: &'a Prefilter,
     /// When lowering stops (checked between statements).
     pub deadline: Deadline,
     pub imports: &'a Imports,
     /// Functions defined at the top level of the module.
-    pub functions: &'a HashMap<String, &'a FunctionDef>,
+    pub defined: &'a HashSet<String>,
     /// Those of them that only forward to method calls, lowered at each call as those calls.
     pub wrappers: &'a HashMap<String, Wrapper>,
     /// Every module of the run, for calls into other modules.

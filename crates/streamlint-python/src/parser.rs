@@ -26,6 +26,7 @@ pub fn parse_module(source: &str) -> Result<Vec<Stmt>, ParseError> {
             let convert = Convert {
                 source,
                 tokens: parsed.tokens(),
+                base: 0,
             };
             Ok(convert.stmts(parsed.suite()))
         }
@@ -36,17 +37,36 @@ pub fn parse_module(source: &str) -> Result<Vec<Stmt>, ParseError> {
     }
 }
 
-fn span(r: TextRange) -> Span {
-    Span::new(r.start().to_u32(), r.end().to_u32())
+/// Parse the text of one top-level function (from its `def` or `async` to its end), which
+/// starts at byte `start` of its module, with spans where a parse of the whole module puts them.
+/// `None` if the text is not one function (the scan that cut it was wrong).
+pub fn parse_function_at(text: &str, start: u32) -> Option<FunctionDef> {
+    let parsed = ruff_python_parser::parse_module(text).ok()?;
+    let [ast::Stmt::FunctionDef(f)] = parsed.suite().as_slice() else {
+        return None;
+    };
+    let convert = Convert {
+        source: text,
+        tokens: parsed.tokens(),
+        base: start,
+    };
+    Some(convert.function(f))
 }
 
-/// The conversion of one module's tree; the tokens locate what the tree has no node for.
+/// The conversion of one module's tree (or of one function's, cut from the module at `base`);
+/// the tokens locate what the tree has no node for.
 struct Convert<'a> {
     source: &'a str,
     tokens: &'a Tokens,
+    /// Where the parsed text starts in the module: spans are offsets in the module.
+    base: u32,
 }
 
 impl Convert<'_> {
+    fn span(&self, r: TextRange) -> Span {
+        Span::new(self.base + r.start().to_u32(), self.base + r.end().to_u32())
+    }
+
     fn stmts(&self, body: &[ast::Stmt]) -> Vec<Stmt> {
         body.iter().map(|s| self.stmt(s)).collect()
     }
@@ -76,7 +96,7 @@ impl Convert<'_> {
                 variadic: false,
                 default: self.optional(a.default.as_deref()),
                 annotation: self.optional(a.parameter.annotation.as_deref()),
-                span: span(a.parameter.range),
+                span: self.span(a.parameter.range),
             })
             .collect();
         // `*args` and `**kwargs` hold a tuple and a dict whatever their annotation says; their
@@ -86,11 +106,14 @@ impl Convert<'_> {
             variadic: true,
             default: None,
             annotation: None,
-            span: span(TextRange::new(a.name.start(), a.range.end())),
+            span: self.span(TextRange::new(a.name.start(), a.range.end())),
         }));
-        let start = self.function_start(f).to_u32();
-        let end = f.range.end().to_u32();
-        let header_end = f.body.first().map_or(end, |s| self.stmt_start(s).to_u32());
+        let start = self.base + self.function_start(f).to_u32();
+        let end = self.base + f.range.end().to_u32();
+        let header_end = f
+            .body
+            .first()
+            .map_or(end, |s| self.base + self.stmt_start(s).to_u32());
         FunctionDef {
             name: f.name.to_string(),
             params,
@@ -177,7 +200,7 @@ impl Convert<'_> {
                     test: self.expr(test),
                     body,
                     orelse,
-                    span: span(TextRange::new(clause.start(), end)),
+                    span: self.span(TextRange::new(clause.start(), end)),
                 }],
                 None => body,
             };
@@ -186,13 +209,13 @@ impl Convert<'_> {
             test: self.expr(&i.test),
             body: self.stmts(&i.body),
             orelse,
-            span: span(i.range),
+            span: self.span(i.range),
         }
     }
 
     fn stmt(&self, s: &ast::Stmt) -> Stmt {
         use ast::Stmt as S;
-        let sp = span(s.range());
+        let sp = self.span(s.range());
         match s {
             S::FunctionDef(f) => Stmt::Def(self.function(f)),
             S::ClassDef(c) => Stmt::Class(ClassDef {
@@ -326,7 +349,7 @@ impl Convert<'_> {
         };
         let reread_texts = texts.len() == original.len();
         let mut joined = Joined {
-            whole: span(f.range),
+            whole: self.span(f.range),
             parts: Vec::new(),
             text: None,
         };
@@ -334,7 +357,7 @@ impl Convert<'_> {
             match (piece, texts.get(i)) {
                 (Piece::Text(_), Some(Piece::Text(read))) if reread_texts => joined.text(read),
                 (Piece::Text(text), _) => joined.text(text),
-                (Piece::Value(value, part), _) => joined.value(self.expr(value), span(*part)),
+                (Piece::Value(value, part), _) => joined.value(self.expr(value), self.span(*part)),
             }
         }
         joined.finish()
@@ -383,7 +406,7 @@ impl Convert<'_> {
     /// be before the stack runs out.
     fn expr(&self, e: &ast::Expr) -> Expr {
         use ast::Expr as E;
-        let sp = span(e.range());
+        let sp = self.span(e.range());
         let operator = |op, operands| Expr::Operator {
             op,
             operands,

@@ -4,93 +4,137 @@
 //! `from .. import` (relative ones too) and package re-exports. Calls that leave the checked
 //! files resolve to nothing and keep the default model of unknown code.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
 use streamlint_graph::{Body, Deadline};
 
 use crate::api::ApiModel;
+use crate::lower::inline;
 use crate::module::{lower_module, ModuleContext};
 use crate::names::Imports;
+use crate::outline::Outline;
+use crate::parser;
 use crate::prefilter::Prefilter;
 use crate::syntax::{Expr, FunctionDef, Stmt};
 use crate::wrappers::{self, Wrapper};
 
-/// A parsed module, as the project keeps it while its files are lowered.
+/// A parsed module.
 pub struct Parsed(pub(crate) Vec<Stmt>);
 
-/// What one module offers the others, built from its own text alone.
-pub struct ModuleIndex<'a> {
-    /// Dotted module name (`pkg.sub.mod`; a package's `__init__.py` is `pkg.sub`).
-    pub name: String,
-    pub source: &'a str,
-    pub stmts: &'a [Stmt],
-    pub imports: Imports,
-    /// Functions defined at the top level of the module.
-    pub functions: HashMap<String, &'a FunctionDef>,
-    /// Those of them that only forward to method calls, lowered at each call as those calls.
-    pub wrappers: HashMap<String, Wrapper>,
-    /// Names the module binds at its top level (its globals).
-    pub globals: std::collections::HashSet<String>,
+/// A top-level function another module's call may lower in place: its text, where it starts in
+/// the module, and its tree, parsed the first time a call needs it.
+struct Candidate {
+    text: String,
+    start: u32,
+    def: OnceLock<Option<FunctionDef>>,
 }
 
-impl<'a> ModuleIndex<'a> {
-    fn new(path_name: String, source: &'a str, stmts: &'a [Stmt], api: &ApiModel) -> Self {
-        // In a package's `__init__.py`, relative imports start from the package itself.
-        let (name, is_package) = match package_of_init(&path_name) {
-            Some(package) => (package.to_string(), true),
-            None => (path_name, false),
+/// What one module offers the others, read from its text by a line scan (`outline`) rather
+/// than a parse: a run indexes every file before it lowers any, and keeps of each only this
+/// (the text of its small and stream functions, not the whole text or tree).
+pub struct ModuleIndex {
+    /// Dotted module name (`pkg.sub.mod`; a package's `__init__.py` is `pkg.sub`).
+    pub name: String,
+    /// The package relative imports start from.
+    package: Vec<String>,
+    pub imports: Imports,
+    /// Every function defined at the top level of the module.
+    pub defined: HashSet<String>,
+    /// Those of them that may be lowered in place at a call (see `lower::inline`).
+    functions: HashMap<String, Candidate>,
+    /// Names the module binds at its top level (its globals).
+    pub globals: HashSet<String>,
+}
+
+impl ModuleIndex {
+    /// Index a module; `path_name` is the dotted name its path gives.
+    pub fn new(path_name: String, source: &str, api: &ApiModel) -> Self {
+        let (name, package) = match package_of_init(&path_name) {
+            // In a package's `__init__.py`, relative imports start from the package itself.
+            Some(package) => (package.to_string(), package.to_string()),
+            None => {
+                let package = path_name
+                    .rsplit_once('.')
+                    .map_or("", |(p, _)| p)
+                    .to_string();
+                (path_name, package)
+            }
         };
-        let mut imports = Imports::collect(stmts);
-        // `device_module = torch.get_device_module()` at the top level reads like an import.
-        for s in stmts {
-            if let Stmt::Assign { targets, value, .. } = s {
-                let Some(q) = imports.qualify(value).filter(|q| api.is_device_module(q)) else {
-                    continue;
-                };
-                for t in targets {
-                    if let Expr::Name { id, .. } = t {
-                        imports.bind(id, &q);
-                    }
+        let package: Vec<String> = package
+            .split('.')
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .collect();
+        let outline = Outline::of(source);
+        let header = parse_header(&outline.header);
+        let imports = module_imports(&header, api, &package);
+        let prefilter = Prefilter::new(api);
+        let functions = outline
+            .defs
+            .iter()
+            .filter_map(|(name, start, end)| {
+                let text = source.get(*start as usize..*end as usize)?;
+                inline::may_lower_in_place(text.as_bytes(), &prefilter).then(|| {
+                    let candidate = Candidate {
+                        text: text.to_string(),
+                        start: *start,
+                        def: OnceLock::new(),
+                    };
+                    (name.clone(), candidate)
+                })
+            })
+            .collect();
+        ModuleIndex {
+            name,
+            package,
+            imports,
+            defined: outline.defs.into_iter().map(|(n, ..)| n).collect(),
+            functions,
+            globals: outline.globals.into_iter().collect(),
+        }
+    }
+
+    /// The top-level function `name` that may be lowered in place, parsed.
+    fn function(&self, name: &str) -> Option<&FunctionDef> {
+        let c = self.functions.get(name)?;
+        c.def
+            .get_or_init(|| parser::parse_function_at(&c.text, c.start))
+            .as_ref()
+    }
+}
+
+/// The statements of a module's outline header that parse (one at a time where the whole fails:
+/// the scan can take a line of a string for an import).
+fn parse_header(statements: &[String]) -> Vec<Stmt> {
+    parser::parse_module(&statements.join("\n")).unwrap_or_else(|_| {
+        statements
+            .iter()
+            .filter_map(|s| parser::parse_module(s).ok())
+            .flatten()
+            .collect()
+    })
+}
+
+/// The names a module's imports bind, qualified: relative imports from `package`, and
+/// `dm = torch.get_device_module()` at the top level read as an import.
+fn module_imports(stmts: &[Stmt], api: &ApiModel, package: &[String]) -> Imports {
+    let mut imports = Imports::collect(stmts);
+    for s in stmts {
+        if let Stmt::Assign { targets, value, .. } = s {
+            let Some(q) = imports.qualify(value).filter(|q| api.is_device_module(q)) else {
+                continue;
+            };
+            for t in targets {
+                if let Expr::Name { id, .. } = t {
+                    imports.bind(id, &q);
                 }
             }
         }
-        // A relative import names a module of this package (`from .utils import f` in
-        // `pkg.mod` is `pkg.utils.f`).
-        let package: Vec<&str> = if is_package {
-            name.split('.').collect()
-        } else {
-            let mut parts: Vec<&str> = name.split('.').collect();
-            parts.pop();
-            parts
-        };
-        imports.absolutize(&package);
-        ModuleIndex {
-            name,
-            source,
-            stmts,
-            imports,
-            functions: stmts
-                .iter()
-                .filter_map(|s| match s {
-                    Stmt::Def(f) => Some((f.name.clone(), f)),
-                    _ => None,
-                })
-                .collect(),
-            wrappers: wrappers::find(stmts),
-            globals: stmts
-                .iter()
-                .filter_map(|s| match s {
-                    Stmt::Assign { targets, .. } => match targets.first() {
-                        Some(Expr::Name { id, .. }) => Some(id.clone()),
-                        _ => None,
-                    },
-                    _ => None,
-                })
-                .collect(),
-        }
     }
+    imports.absolutize(&package.iter().map(String::as_str).collect::<Vec<_>>());
+    imports
 }
 
 /// The package an `__init__` module name stands for (`pkg.sub.__init__` → `pkg.sub`).
@@ -130,7 +174,7 @@ impl Package {
         self.imports
             .get_or_init(|| {
                 let source = std::fs::read_to_string(&self.path).ok()?;
-                let stmts = crate::parser::parse_module(&source).ok()?;
+                let stmts = parser::parse_module(&source).ok()?;
                 let mut imports = Imports::collect(&stmts);
                 imports.absolutize(&name.split('.').collect::<Vec<_>>());
                 Some(imports)
@@ -141,7 +185,7 @@ impl Package {
 
 /// Every parsed module of the run, with a lookup from dotted names to modules.
 pub struct Project<'a> {
-    modules: Vec<ModuleIndex<'a>>,
+    modules: Vec<ModuleIndex>,
     /// Packages whose `__init__.py` was not parsed, by dotted name.
     packages: HashMap<String, Package>,
     /// The packages under every dotted suffix of their names (see `dotted_suffixes`).
@@ -149,26 +193,24 @@ pub struct Project<'a> {
     /// The name of every top-level function of the parsed modules: most calls name none of
     /// them, and are turned away without resolving their modules. (So a package that
     /// re-exports a function under another name, `from .impl import f as g`, is not followed.)
-    function_names: std::collections::HashSet<&'a str>,
+    function_names: HashSet<String>,
     /// Each module under every dotted suffix of its name (see `dotted_suffixes`).
     by_suffix: HashMap<String, Vec<usize>>,
     api: &'a ApiModel,
     prefilter: Prefilter,
+    /// The forwarding wrappers of a module whose functions are lowered in place elsewhere: none
+    /// (its forwarders are small, and are lowered in place themselves).
+    no_wrappers: HashMap<String, Wrapper>,
 }
 
 impl<'a> Project<'a> {
-    /// Index the modules: (dotted name from the file's path, source, parsed statements), and
-    /// the packages whose `__init__.py` was left unparsed: (dotted name, path), read only if a
-    /// call resolves through them.
+    /// The project of these modules, and of the packages whose `__init__.py` was left
+    /// unparsed: (dotted name, path), read only if a call resolves through them.
     pub fn new(
-        files: Vec<(String, &'a str, &'a Parsed)>,
+        modules: Vec<ModuleIndex>,
         packages: Vec<(String, PathBuf)>,
         api: &'a ApiModel,
     ) -> Self {
-        let modules: Vec<ModuleIndex<'a>> = files
-            .into_iter()
-            .map(|(name, source, parsed)| ModuleIndex::new(name, source, &parsed.0, api))
-            .collect();
         let mut by_suffix: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, m) in modules.iter().enumerate() {
             for suffix in dotted_suffixes(&m.name) {
@@ -197,7 +239,7 @@ impl<'a> Project<'a> {
         }
         let function_names = modules
             .iter()
-            .flat_map(|m| m.functions.values().map(|f| f.name.as_str()))
+            .flat_map(|m| m.functions.keys().cloned())
             .collect();
         Project {
             modules,
@@ -207,33 +249,56 @@ impl<'a> Project<'a> {
             by_suffix,
             api,
             prefilter: Prefilter::new(api),
+            no_wrappers: HashMap::new(),
         }
     }
 
-    pub fn module(&self, i: usize) -> &ModuleIndex<'a> {
+    pub fn module(&self, i: usize) -> &ModuleIndex {
         &self.modules[i]
     }
 
-    /// The context every function of module `i` is lowered in.
+    /// The context in which a function of module `i` is lowered in place at another module's
+    /// call.
     pub(crate) fn context(&'a self, i: usize, deadline: Deadline) -> ModuleContext<'a> {
         let m = &self.modules[i];
         ModuleContext {
             api: self.api,
-            source: m.source,
+            // A callee's text is read through its own index, never through the context.
+            source: "",
             prefilter: &self.prefilter,
             deadline,
             imports: &m.imports,
-            functions: &m.functions,
-            wrappers: &m.wrappers,
+            defined: &m.defined,
+            wrappers: &self.no_wrappers,
             project: self,
             module: i,
         }
     }
 
-    /// Lower every function of module `i` (see [`crate::lower_source`]).
-    pub fn lower(&'a self, i: usize, deadline: Deadline) -> Vec<Body> {
-        let cx = self.context(i, deadline);
-        lower_module(cx, self.modules[i].stmts)
+    /// Lower every function of module `i`, whose text is `source`, parsed as `parsed` (see
+    /// [`crate::lower_source`]). Its own names come from the whole tree (imports inside
+    /// functions, forwarding wrappers).
+    pub fn lower(&self, i: usize, source: &str, parsed: &Parsed, deadline: Deadline) -> Vec<Body> {
+        let m = &self.modules[i];
+        let stmts = &parsed.0;
+        let imports = module_imports(stmts, self.api, &m.package);
+        let defined = stmts
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Def(f) => Some(f.name.clone()),
+                _ => None,
+            })
+            .collect();
+        let wrappers = wrappers::find(stmts);
+        let project: &Project<'_> = self;
+        let cx = ModuleContext {
+            source,
+            imports: &imports,
+            defined: &defined,
+            wrappers: &wrappers,
+            ..project.context(i, deadline)
+        };
+        lower_module(cx, stmts)
     }
 
     /// The module a dotted name denotes, seen from module `from`: where two modules end in the
@@ -269,24 +334,24 @@ impl<'a> Project<'a> {
 
     /// The project function a qualified name (as a module's imports qualify a call) denotes:
     /// `f` defined in module `from`, `pkg.mod.f`, or a name a package re-exports.
-    pub fn resolve(&self, from: usize, qualified: &str) -> Option<Resolved<'a>> {
+    pub fn resolve(&self, from: usize, qualified: &str) -> Option<Resolved<'_>> {
         self.resolve_hops(from, qualified, MAX_REEXPORT_HOPS)
     }
 
-    fn resolve_hops(&self, from: usize, qualified: &str, hops: usize) -> Option<Resolved<'a>> {
+    fn resolve_hops(&self, from: usize, qualified: &str, hops: usize) -> Option<Resolved<'_>> {
         let last = qualified.rsplit('.').next().unwrap_or(qualified);
         if qualified.contains("()") || !self.function_names.contains(last) {
             return None;
         }
         let Some((module_path, name)) = qualified.rsplit_once('.') else {
-            let def = self.modules[from].functions.get(qualified)?;
+            let def = self.modules[from].function(qualified)?;
             return Some(Resolved { module: from, def });
         };
         // `from .impl import f` in a package's `__init__.py`, imported as `pkg.f`.
         let (module, reexported) = match self.find_module(from, module_path) {
             Some(module) => {
                 let m = &self.modules[module];
-                if let Some(def) = m.functions.get(name) {
+                if let Some(def) = m.function(name) {
                     return Some(Resolved { module, def });
                 }
                 (module, m.imports.bound(name)?)
@@ -328,36 +393,42 @@ mod tests {
     use super::*;
     use crate::parser::parse_module;
 
-    fn project<'a>(files: &'a [(String, String, Parsed)], api: &'a ApiModel) -> Project<'a> {
+    fn project<'a>(files: &[(&str, &str)], api: &'a ApiModel) -> Project<'a> {
         Project::new(
             files
                 .iter()
-                .map(|(n, s, p)| (n.clone(), s.as_str(), p))
+                .map(|(name, src)| ModuleIndex::new(name.to_string(), src, api))
                 .collect(),
             Vec::new(),
             api,
         )
     }
 
-    fn file(name: &str, src: &str) -> (String, String, Parsed) {
-        (
-            name.to_string(),
-            src.to_string(),
-            Parsed(parse_module(src).unwrap()),
-        )
+    #[test]
+    fn a_function_parsed_alone_has_the_spans_of_the_whole_module() {
+        let src = "import torch\n\n\n@decorated\ndef side(\n    x,\n) -> None:\n    return torch.cuda.Stream()\n\nclass C:\n    pass\n";
+        let api = ApiModel::default();
+        let p = project(&[("m", src)], &api);
+        let alone = p.resolve(0, "side").expect("resolved").def;
+        let whole = parse_module(src).unwrap();
+        let Some(Stmt::Def(f)) = whole.iter().find(|s| matches!(s, Stmt::Def(_))) else {
+            panic!("no function");
+        };
+        assert_eq!((alone.span, alone.name_span), (f.span, f.name_span));
+        assert_eq!(alone.body.len(), f.body.len());
     }
 
     #[test]
     fn calls_resolve_through_imports_relative_imports_and_reexports() {
         let api = ApiModel::default();
         let files = [
-            file("src.pkg.streams", "def side(): pass\n"),
-            file("src.pkg.__init__", "from .streams import side\n"),
-            file(
+            ("src.pkg.streams", "def side(): pass\n"),
+            ("src.pkg.__init__", "from .streams import side\n"),
+            (
                 "src.pkg.train",
                 "from .streams import side\nimport pkg.streams as st\nfrom pkg import side as s2\ndef local(): pass\n",
             ),
-            file("other.streams", "def side(): pass\n"),
+            ("other.streams", "def side(): pass\n"),
         ];
         let p = project(&files, &api);
         let train = 2;

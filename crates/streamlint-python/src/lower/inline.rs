@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use streamlint_graph::{BufferId, Memory, OpKind, Owner, ReleaseCause, Span};
 
 use super::{constant_flags, Env, Lowerer, Value};
+use crate::prefilter::Prefilter;
 use crate::project::Resolved;
 use crate::syntax::{Constant, Expr, FunctionDef, Keyword};
 
@@ -29,6 +30,16 @@ const MAX_INLINE_BYTES: usize = 16_000;
 /// Callees up to this size (bytes of source) are lowered in place wherever they are called:
 /// getters and setters of module state, helpers of a few statements.
 const SMALL_CALLEE_BYTES: usize = 1_200;
+
+/// Could a top-level function with this source text be lowered in place at some call: not a
+/// generator, within the size cap, and small or with stream code of its own? The project index
+/// keeps only these.
+pub(crate) fn may_lower_in_place(text: &[u8], prefilter: &Prefilter) -> bool {
+    let generator = memchr::memmem::find(text, b"yield").is_some();
+    !generator
+        && text.len() <= MAX_INLINE_BYTES
+        && (text.len() <= SMALL_CALLEE_BYTES || prefilter.admits(text))
+}
 
 /// What the caller had while the callee is lowered.
 struct CallerState<'a> {
@@ -71,17 +82,14 @@ impl<'a> Lowerer<'a> {
         {
             return None;
         }
-        let source = self.cx.project.module(callee.module).source.as_bytes();
-        let text = source.get(callee.def.span.start as usize..callee.def.span.end as usize)?;
-        let generator = memchr::memmem::find(text, b"yield").is_some();
         // Small functions (getters and setters of a cached stream, wrappers of one call) are
-        // cheap to lower whatever they do; a larger one only where it makes the context of a
-        // `with` and has stream code (a function returning `torch.cuda.stream(s)`). Larger
-        // helpers called elsewhere keep the model of unknown code for now: their effects on
-        // streams the project keeps in module state are not yet identified across calls.
-        let worth_it = text.len() <= SMALL_CALLEE_BYTES
-            || (self.entering_context && self.cx.prefilter.admits(text));
-        (text.len() <= MAX_INLINE_BYTES && !generator && worth_it).then_some(callee)
+        // cheap to lower whatever they do; a larger one (with stream code: the index keeps no
+        // other) only where it makes the context of a `with` (a function returning
+        // `torch.cuda.stream(s)`). Larger helpers called elsewhere keep the model of unknown
+        // code for now: their effects on streams the project keeps in module state are not yet
+        // identified across calls.
+        let size = (callee.def.span.end - callee.def.span.start) as usize;
+        (size <= SMALL_CALLEE_BYTES || self.entering_context).then_some(callee)
     }
 
     /// Lower `callee` in place of the call at `span` and give back what it returns.

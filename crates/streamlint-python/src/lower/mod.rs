@@ -2,7 +2,7 @@
 //! that keeps an environment of what each name holds (tensors by allocation site, streams,
 //! events) and the stream that is current, and emits the stream operations in program order.
 
-mod inline;
+pub(crate) mod inline;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -1984,7 +1984,7 @@ impl<'a> Lowerer<'a> {
                         _ => Value::Unknown,
                     };
                 }
-                let local = self.cx.functions.contains_key(id);
+                let local = self.cx.defined.contains(id);
                 self.opaque_call(
                     vals,
                     span,

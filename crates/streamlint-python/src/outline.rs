@@ -1,0 +1,168 @@
+//! What the project index reads of a module without parsing it whole: where its top-level
+//! functions are, the names it binds at the top level, and its import statements. A run indexes
+//! every file before it lowers any; parsing each file twice, or keeping every syntax tree until
+//! the end, would cost more than the rest of the run. The functions themselves are parsed one by
+//! one, when a call needs them (`parser::parse_function_at`).
+//!
+//! The scan reads lines: a top-level statement starts at column 0, and a function ends where
+//! the next one starts. Text at column 0 inside a string that spans lines can cut a function
+//! short; its parse then fails and the function keeps the model of unknown code.
+
+/// The outline of one module.
+#[derive(Debug, Default)]
+pub struct Outline {
+    /// Top-level functions: the name and the byte range from `def` (or `async`) to the end of
+    /// the function's last line of code.
+    pub defs: Vec<(String, u32, u32)>,
+    /// Names bound by top-level assignments.
+    pub globals: Vec<String>,
+    /// The import statements, at any depth, moved to column 0, and the top-level assignments
+    /// of one line that call something (`dm = torch.get_device_module()`): a module of their
+    /// own, parsed to resolve names. One statement each.
+    pub header: Vec<String>,
+}
+
+/// The identifier at the start of `text`.
+fn identifier(text: &str) -> &str {
+    let end = text
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(text.len());
+    &text[..end]
+}
+
+/// What can only start a statement, whatever brackets seem open before it.
+const STATEMENT_KEYWORDS: &[&str] = &["def ", "async def ", "class ", "@", "import ", "from "];
+
+/// A line without its comment (a `#` in a string cuts it short too: only brackets are counted).
+fn without_comment(line: &str) -> &str {
+    line.split_once('#').map_or(line, |(code, _)| code)
+}
+
+/// How far a line opens brackets (negative: closes more than it opens).
+fn bracket_depth(line: &str) -> i32 {
+    line.bytes()
+        .map(|c| match c {
+            b'(' | b'[' | b'{' => 1,
+            b')' | b']' | b'}' => -1,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The name a top-level line assigns (`NAME = ..`, `NAME: T = ..`), if it is such a line.
+fn assigned_name(line: &str) -> Option<&str> {
+    let name = identifier(line);
+    if name.is_empty() || name.starts_with(|c: char| c.is_ascii_digit()) {
+        return None;
+    }
+    let rest = line[name.len()..].trim_start();
+    let rest = match rest.strip_prefix(':') {
+        Some(annotated) => &annotated[annotated.find('=')?..],
+        None => rest,
+    };
+    (rest.starts_with('=') && !rest.starts_with("==")).then_some(name)
+}
+
+impl Outline {
+    pub fn of(source: &str) -> Outline {
+        let mut out = Outline::default();
+        // The function being read: name, start, end of its last line of code.
+        let mut def: Option<(String, u32, u32)> = None;
+        // An import statement continued over several lines, with its open brackets.
+        let mut import: Option<(String, i32)> = None;
+        let mut offset = 0u32;
+        // Brackets the current statement has left open.
+        let mut open = 0i32;
+        for raw in source.split_inclusive('\n') {
+            let start = offset;
+            offset += raw.len() as u32;
+            let line = raw.trim_end_matches(['\n', '\r']);
+            let end = start + line.len() as u32;
+            let code = line.trim_start();
+            if let Some((mut text, depth)) = import.take() {
+                text.push('\n');
+                text.push_str(line);
+                let depth = depth + bracket_depth(line);
+                open = (open + bracket_depth(without_comment(line))).max(0);
+                if depth > 0 || line.ends_with('\\') {
+                    import = Some((text, depth));
+                } else {
+                    out.header.push(text);
+                }
+                continue;
+            }
+            if code.is_empty() || code.starts_with('#') {
+                continue;
+            }
+            let starts_statement = code.len() == line.len()
+                && (open == 0 || STATEMENT_KEYWORDS.iter().any(|k| line.starts_with(k)));
+            // Brackets left open continue the statement over lines, also at column 0 (the
+            // `) -> Tensor:` closing a long signature). Counting ignores strings; a keyword that
+            // only starts a statement puts it right.
+            // Inside an indented block that left nothing open, no count is needed.
+            if starts_statement || open > 0 {
+                open = if starts_statement { 0 } else { open };
+                open = (open + bracket_depth(without_comment(line))).max(0);
+            }
+            if starts_statement {
+                // A top-level statement: the function before it, if any, has ended.
+                out.defs.extend(def.take());
+                if let Some(rest) = line
+                    .strip_prefix("def ")
+                    .or_else(|| line.strip_prefix("async def "))
+                {
+                    def = Some((identifier(rest.trim_start()).to_string(), start, end));
+                    continue;
+                }
+                if let Some(name) = assigned_name(line) {
+                    out.globals.push(name.to_string());
+                    if line.contains('(') && bracket_depth(line) == 0 && !line.ends_with('\\') {
+                        out.header.push(line.to_string());
+                    }
+                }
+            } else if let Some(d) = def.as_mut() {
+                d.2 = end;
+            }
+            let imports = code.starts_with("import ")
+                || (code.starts_with("from ") && code.contains(" import"));
+            if imports {
+                let depth = bracket_depth(code);
+                if depth > 0 || code.ends_with('\\') {
+                    import = Some((code.to_string(), depth));
+                } else {
+                    out.header.push(code.to_string());
+                }
+            }
+        }
+        out.defs.extend(def);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn functions_globals_and_imports_are_found_by_lines() {
+        let src = "import torch\nfrom .streams import (\n    side,  # the side stream\n    main,\n)\n_S = None\ndm = torch.get_device_module()\n\n@wrap\ndef f(x):\n    from torch.cuda import Stream\n    return x\n\n# done\nasync def g(\n    a,\n) -> None:\n    pass\nclass C:\n    def m(self):\n        pass\n";
+        let o = Outline::of(src);
+        let names: Vec<&str> = o.defs.iter().map(|(n, ..)| n.as_str()).collect();
+        assert_eq!(names, ["f", "g"]);
+        let (_, start, end) = &o.defs[0];
+        assert_eq!(
+            &src[*start as usize..*end as usize],
+            "def f(x):\n    from torch.cuda import Stream\n    return x"
+        );
+        assert_eq!(o.globals, ["_S", "dm"]);
+        assert_eq!(
+            o.header,
+            [
+                "import torch",
+                "from .streams import (\n    side,  # the side stream\n    main,\n)",
+                "dm = torch.get_device_module()",
+                "from torch.cuda import Stream"
+            ]
+        );
+    }
+}
