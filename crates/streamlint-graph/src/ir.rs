@@ -330,6 +330,10 @@ pub struct Body {
     /// its arguments): every op and entity the callee made carries the call's span. A hazard
     /// all of whose places are one such call lies inside the callee, which is judged on its own.
     pub inlined_calls: Vec<Span>,
+    /// The caller's tensors the function received as arguments (those the frontend knows are
+    /// tensors). By the contract at function boundaries they go back to the caller when it
+    /// returns, and the caller then uses, overwrites and frees them on the ambient stream.
+    pub arguments: Vec<BufferId>,
 }
 
 impl Body {
@@ -453,6 +457,7 @@ impl BodyBuilder {
             rewrites: Rewrites::default(),
             cut_short: false,
             inlined_calls: Vec::new(),
+            arguments: Vec::new(),
         };
         BodyBuilder {
             body,
@@ -463,6 +468,11 @@ impl BodyBuilder {
 
     pub fn ambient(&self) -> StreamId {
         self.body.ambient
+    }
+
+    /// `buffer` is a tensor the caller passed in (see [`Body::arguments`]).
+    pub fn argument(&mut self, buffer: BufferId) {
+        self.body.arguments.push(buffer);
     }
     /// Where the syntax allows rewrites (see [`Rewrites`]).
     pub fn rewrites_mut(&mut self) -> &mut Rewrites {

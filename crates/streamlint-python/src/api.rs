@@ -35,6 +35,21 @@ pub enum ApiCall {
     SynchronizeWrapper,
 }
 
+/// How many leading positional arguments of a `torch.distributed` collective are tensors
+/// (0 for the rest of the module: process groups, ranks, lists of tensors).
+pub fn collective_tensor_args(qualified: &str) -> usize {
+    let name = qualified.rsplit('.').next().unwrap_or(qualified);
+    match name {
+        "all_gather_into_tensor"
+        | "reduce_scatter_tensor"
+        | "all_to_all_single"
+        | "_all_gather_base"
+        | "_reduce_scatter_base" => 2,
+        "all_reduce" | "reduce" | "broadcast" | "send" | "recv" | "isend" | "irecv" => 1,
+        _ => 0,
+    }
+}
+
 /// The names the frontend recognizes.
 #[derive(Clone, Debug)]
 pub struct ApiModel {

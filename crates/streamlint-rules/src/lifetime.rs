@@ -43,6 +43,16 @@ impl Rule for MissingRecordStream {
                         None,
                     );
                 }
+                for buffer in callers_tensors(cx.body, state) {
+                    self.check_release(
+                        cx,
+                        state,
+                        buffer,
+                        op.span,
+                        ReleaseSite::BackToCaller(op.span),
+                        None,
+                    );
+                }
             }
             OpKind::Escape {
                 buffer,
@@ -62,6 +72,24 @@ enum ReleaseSite {
     FunctionEnd(Span),
     /// The owner goes out of scope at this closing brace (Rust).
     ScopeEnd(Span),
+    /// A tensor the caller passed in goes back to it when the function returns: from then on
+    /// the caller may free or overwrite it on its current stream.
+    BackToCaller(Span),
+}
+
+/// The caller's tensors (arguments) still live at the function's end. By the contract at
+/// function boundaries, an argument is the caller's memory on the caller's current stream; work
+/// the function queued on it elsewhere must be joined or recorded before it is handed back.
+fn callers_tensors(body: &Body, state: &State) -> Vec<BufferId> {
+    body.arguments
+        .iter()
+        .copied()
+        .filter(|id| {
+            state
+                .buffer(*id)
+                .is_some_and(|b| !b.escaped && b.how == Production::Entry)
+        })
+        .collect()
 }
 
 impl MissingRecordStream {
@@ -97,6 +125,15 @@ impl MissingRecordStream {
             .uncovered_uses_on(buffer, alloc)
             .into_iter()
             .filter(|(s, _)| !cx.is_temporary(*s))
+            .filter(|&(_, u)| match site {
+                // An event recorded after the work and handed to the caller hands the ordering
+                // over; work of a callee lowered in place on its own argument is the callee's
+                // finding.
+                ReleaseSite::BackToCaller(_) => {
+                    !state.handed_off(u) && !cx.body.inlined_calls.contains(&cx.span(u))
+                }
+                _ => true,
+            })
             .collect();
         if cx.is_temporary(alloc) {
             return;
@@ -115,6 +152,12 @@ impl MissingRecordStream {
                 format!("`{name}` is dropped at the end of its scope"),
             ),
             ReleaseSite::Here => (span, format!("`{name}` is freed here")),
+            ReleaseSite::BackToCaller(_) => (
+                cx.span(last_use),
+                format!(
+                    "`{name}` is the caller's tensor and goes back to it when the function returns, so the caller can free or overwrite it"
+                ),
+            ),
         };
         let mut labels = vec![Label {
             span: cx.span(b.produced_at),
@@ -137,10 +180,38 @@ impl MissingRecordStream {
                 span: end,
                 message: "dropped here".into(),
             }),
+            ReleaseSite::BackToCaller(end) => labels.push(Label {
+                span: end,
+                message: "handed back to the caller here, with that work still pending".into(),
+            }),
             ReleaseSite::Here => {}
         }
         // Rust frees have no record call: the allocating stream waits for the user before an
         // explicit free.
+        if let ReleaseSite::BackToCaller(_) = site {
+            let finding = Finding {
+                fix: None,
+                code: "SL001",
+                severity: Severity::Error,
+                message: format!(
+                    "{how} while {} may still be using it: nothing orders the caller's stream after that work",
+                    cx.stream_name(user),
+                ),
+                span: primary,
+                labels,
+                help: Some(format!(
+                    "make the current stream wait for {} before returning (`{}`){}",
+                    cx.stream_name(user),
+                    cx.wait_stream_fix(alloc, user),
+                    match cx.record_stream_fix(buffer, user) {
+                        Some(record) => format!(", or, if the caller never writes it, call `{record}`"),
+                        None => String::new(),
+                    }
+                )),
+            };
+            cx.report_once(buffer, finding);
+            return;
+        }
         let fix = match (site, cx.record_stream_fix(buffer, user)) {
             (_, Some(_)) => cx.record_stream_edit(buffer, b.how, &uncovered),
             (ReleaseSite::Here, None) => cx.wait_stream_edit(alloc, user, span, None),
@@ -183,11 +254,11 @@ impl MissingRecordStream {
             return;
         };
         let ambient: StreamId = cx.body.ambient;
-        // A value also kept by the object (or elsewhere) lives on after the caller is done.
+        // A value also kept by the object (or a container) is still the caller's to use on
+        // its stream, and whoever frees it later does not wait for that use.
         if b.alloc_stream == ambient
             || cx.body.spelling.record_stream.is_none()
             || b.how == Production::Call
-            || b.escaped
             || b.recorded.contains(&ambient)
             || transfer_lifetime_is_sl004(cx.body, b)
             || cx.wrong_record_reported(buffer)

@@ -140,7 +140,16 @@ impl TransferInSideStream {
         let Some(b) = state.buffer(buffer) else {
             return;
         };
-        if !transfer_lifetime_is_sl004(cx.body, b) || b.escaped {
+        // A value the object (or a container) also keeps is still handed to the caller, who
+        // uses it on its own stream: whoever frees it later does not wait for that use.
+        let to_caller = matches!(
+            op.kind,
+            OpKind::Escape {
+                kind: EscapeKind::Caller,
+                ..
+            }
+        );
+        if !transfer_lifetime_is_sl004(cx.body, b) || (b.escaped && !to_caller) {
             return;
         }
         let Some(&consumer) = users

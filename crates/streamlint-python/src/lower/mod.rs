@@ -102,7 +102,48 @@ fn bindings(body: &[Stmt]) -> HashMap<String, (usize, Option<bool>)> {
     bound
 }
 
+/// The names that `if` and `elif` tests of `stmts` are (`if overlap:`, `if not overlap:`), at
+/// any depth of nested blocks but not in nested functions.
+fn tested_flags<'s>(stmts: &'s [Stmt], out: &mut Vec<&'s str>) {
+    for s in stmts {
+        if let Stmt::If { test, .. } = s {
+            let name = match test {
+                Expr::Operator {
+                    op: Operator::Not,
+                    operands,
+                    ..
+                } => operands.first(),
+                other => Some(other),
+            };
+            if let Some(Expr::Name { id, .. }) = name {
+                out.push(id.as_str());
+            }
+        }
+        s.blocks()
+            .into_iter()
+            .for_each(|block| tested_flags(block, out));
+    }
+}
+
 /// Does any statement of `stmts` bind `name`?
+/// `streams[i]`, `self.comm_streams[rank]`: one stream of a collection of streams, named by the
+/// text of the indexing, so that indexing again with the same name gives the same stream.
+fn indexed_stream(container: &Expr, index: &Expr) -> Option<String> {
+    let base = container.dotted()?;
+    let last = base.rsplit('.').next().unwrap_or(&base);
+    if !last.to_ascii_lowercase().contains("stream") {
+        return None;
+    }
+    let key = match index {
+        Expr::Constant {
+            value: Constant::Int(n),
+            ..
+        } => n.to_string(),
+        other => other.dotted()?,
+    };
+    Some(format!("{base}[{key}]"))
+}
+
 fn assigns(stmts: &[Stmt], name: &str) -> bool {
     bindings(stmts).contains_key(name)
 }
@@ -272,6 +313,17 @@ impl Value {
             | (Value::Unknown | Value::StreamContext(None), Value::StreamContext(Some(s))) => {
                 Value::StreamContext(Some(*s))
             }
+            // A list still empty on one path holds on the other what was put in it.
+            (Value::Group(none), g @ Value::Group(_))
+            | (g @ Value::Group(_), Value::Group(none))
+                if none.is_empty() =>
+            {
+                g.clone()
+            }
+            // Tuples (or lists) of one shape: position by position.
+            (Value::Group(a), Value::Group(b)) if a.len() == b.len() => {
+                Value::Group(a.iter().zip(b).map(|(x, y)| x.merge(y)).collect())
+            }
             (
                 Value::Tensors(_) | Value::Param(_) | Value::Group(_),
                 Value::Tensors(_) | Value::Param(_) | Value::Group(_),
@@ -285,6 +337,15 @@ impl Value {
             _ => Value::Unknown,
         }
     }
+}
+
+/// What a `for` loop binds on each iteration.
+#[derive(Clone)]
+struct LoopTarget<'e> {
+    target: &'e Expr,
+    element: Value,
+    /// The iterated collection is known to hold items (a list the function filled).
+    at_least_once: bool,
 }
 
 type Env = BTreeMap<String, Value>;
@@ -392,6 +453,8 @@ pub struct Lowerer<'a> {
     inline_stack: Vec<(usize, Span)>,
     /// What the innermost callee lowered in place returns, over the returns seen so far.
     inline_result: Option<Value>,
+    /// The buffers of the function's own parameters (see [`Body::arguments`]).
+    param_buffers: Vec<BufferId>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -459,6 +522,7 @@ impl<'a> Lowerer<'a> {
             entering_context: false,
             inline_stack: Vec::new(),
             inline_result: None,
+            param_buffers: Vec::new(),
         };
         match def {
             Some(d) => {
@@ -472,6 +536,11 @@ impl<'a> Lowerer<'a> {
         l.b.switch_to(exit);
         if let Some(d) = def {
             l.b.push(OpKind::ScopeEnd, d.name_span);
+        }
+        for buffer in std::mem::take(&mut l.param_buffers) {
+            if l.confirmed.contains(&buffer) {
+                l.b.argument(buffer);
+            }
         }
         // Values that exist at entry first, then what orders them (events, waits).
         let (mut entry_ops, ordering): (Vec<_>, Vec<_>) = std::mem::take(&mut l.entry_ops)
@@ -525,6 +594,7 @@ impl<'a> Lowerer<'a> {
                     Production::Entry
                 };
                 let buf = self.buffer_at(p.span, "param", &p.name, Memory::Device, Owner::Caller);
+                self.param_buffers.push(buf);
                 if annotation.ends_with("Tensor") {
                     self.confirmed.insert(buf);
                 }
@@ -968,26 +1038,26 @@ impl<'a> Lowerer<'a> {
         all.map(|values| values.contains(&short_circuit) == short_circuit)
     }
 
-    /// A name that `stmts` starts by testing (`if overlap:`) and tests again later in the same
-    /// block, with no assignment to it in between: the two tests agree, so the paths that take
-    /// one branch of the first and the other of the second cannot run.
+    /// A name that the first of `stmts` tests (`if overlap:`, also in a nested `if` or an
+    /// `elif`) and a later statement of the same block tests again, with no assignment to it in
+    /// the block: the two tests agree, so the paths that take one branch of the first and the
+    /// other of the second cannot run.
     fn correlated_flag(&self, stmts: &[Stmt]) -> Option<String> {
         if self.flag_splits >= MAX_FLAG_SPLITS {
             return None;
         }
-        fn tested(s: &Stmt) -> Option<&str> {
-            match s {
-                Stmt::If {
-                    test: Expr::Name { id, .. },
-                    ..
-                } => Some(id.as_str()),
-                _ => None,
-            }
-        }
         let (first, rest) = stmts.split_first()?;
-        let name = tested(first).filter(|n| !self.flags.contains_key(*n))?;
-        let tested_again = rest.iter().any(|s| tested(s) == Some(name));
-        (tested_again && !assigns(stmts, name)).then(|| name.to_string())
+        let mut here = Vec::new();
+        tested_flags(std::slice::from_ref(first), &mut here);
+        here.retain(|n| !self.flags.contains_key(*n));
+        if here.is_empty() {
+            return None;
+        }
+        let mut later = Vec::new();
+        tested_flags(rest, &mut later);
+        here.into_iter()
+            .find(|n| later.contains(n) && !assigns(stmts, n))
+            .map(str::to_string)
     }
 
     /// Lower `stmts` once with `flag` true and once with it false, and join: its tests agree
@@ -1125,14 +1195,15 @@ impl<'a> Lowerer<'a> {
                 orelse,
                 span,
             } => {
-                let it = self.eval(iter);
-                let counting = matches!(iter, Expr::Call { func, .. } if func.dotted().as_deref() == Some("range"));
-                let element = if counting {
-                    Value::Unknown
-                } else {
-                    self.element_of(&it, target)
+                // A loop over a list known to hold items runs its body at least once.
+                let at_least_once = self.iterates_filled_list(iter);
+                let element = self.loop_element(iter, target);
+                let loop_target = LoopTarget {
+                    target,
+                    element,
+                    at_least_once,
                 };
-                self.lower_loop(None, Some((target, element)), body, orelse, *span);
+                self.lower_loop(None, Some(loop_target), body, orelse, *span);
             }
             Stmt::While {
                 test,
@@ -1395,7 +1466,7 @@ impl<'a> Lowerer<'a> {
     fn lower_loop(
         &mut self,
         test: Option<&Expr>,
-        target: Option<(&Expr, Value)>,
+        target: Option<LoopTarget<'_>>,
         body: &[Stmt],
         orelse: &[Stmt],
         span: Span,
@@ -1437,7 +1508,7 @@ impl<'a> Lowerer<'a> {
     fn loop_body(
         &mut self,
         test: Option<&Expr>,
-        target: Option<(&Expr, Value)>,
+        target: Option<LoopTarget<'_>>,
         body: &[Stmt],
         span: Span,
     ) -> (BlockId, BlockId) {
@@ -1453,10 +1524,13 @@ impl<'a> Lowerer<'a> {
         let head_env = self.env.clone();
         let after = self.b.new_block();
         let done = self.b.new_block();
-        self.b.edge(head_end, after);
+        let at_least_once = target.as_ref().is_some_and(|t| t.at_least_once);
+        if !at_least_once {
+            self.b.edge(head_end, after);
+        }
         self.branch(head_end);
-        if let Some((target, element)) = target {
-            self.assign(target, element, target.span());
+        if let Some(t) = target {
+            self.assign(t.target, t.element, t.target.span());
         }
         self.loops.push((head, done));
         self.loop_depth += 1;
@@ -1465,6 +1539,10 @@ impl<'a> Lowerer<'a> {
         self.loops.pop();
         let end = self.b.current();
         self.b.edge(end, head);
+        if at_least_once {
+            // The loop ends after an iteration, never before the first.
+            self.b.edge(end, after);
+        }
         self.env = merge_env(&head_env, &self.env);
         (after, done)
     }
@@ -1672,6 +1750,11 @@ impl<'a> Lowerer<'a> {
             Expr::Subscript { value, index, span } => {
                 let v = self.eval(value);
                 let i = self.eval(index);
+                if matches!(v, Value::Unknown) {
+                    if let Some(text) = indexed_stream(value, index) {
+                        return Value::Stream(self.named_stream(&text));
+                    }
+                }
                 if self.is_tensor(&v) && self.is_tensor(&i) {
                     // Indexing with a tensor gathers: a kernel that reads both.
                     let mut inputs = v.buffers();
@@ -1746,21 +1829,123 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// Does a `for` loop over `iter` go through a list this function filled (`for t in outs`,
+    /// `for t, d in zip(outs, devices)`)?
+    fn iterates_filled_list(&mut self, iter: &Expr) -> bool {
+        let sequences: &[Expr] = match iter {
+            Expr::Call { func, args, .. }
+                if matches!(func.dotted().as_deref(), Some("zip" | "enumerate")) =>
+            {
+                args
+            }
+            other => std::slice::from_ref(other),
+        };
+        sequences.iter().any(|seq| {
+            matches!(seq, Expr::Name { id, .. }
+                if matches!(self.env.get(id), Some(Value::Group(items)) if !items.is_empty()))
+        })
+    }
+
+    /// What a `for` loop over `iter` binds to `target`. `zip(a, b)` and `enumerate(a)` give
+    /// each name of a tuple target the elements of its own sequence.
+    fn loop_element(&mut self, iter: &Expr, target: &Expr) -> Value {
+        let call = match iter {
+            Expr::Call {
+                func,
+                args,
+                keywords,
+                ..
+            } if keywords.is_empty() => Some((func.dotted(), args)),
+            _ => None,
+        };
+        let names = match target {
+            Expr::Collection { elts, .. } => elts.as_slice(),
+            _ => &[],
+        };
+        match call {
+            Some((Some(f), _)) if f == "range" => {
+                self.eval(iter);
+                Value::Unknown
+            }
+            Some((Some(f), args)) if f == "zip" && args.len() == names.len() => {
+                let parts = args
+                    .iter()
+                    .zip(names)
+                    .map(|(a, n)| {
+                        let seq = self.eval(a);
+                        self.element_of(&seq, n)
+                    })
+                    .collect();
+                Value::Group(parts)
+            }
+            Some((Some(f), args)) if f == "enumerate" && args.len() == 1 && names.len() == 2 => {
+                let seq = self.eval(&args[0]);
+                Value::Group(vec![Value::Unknown, self.element_of(&seq, &names[1])])
+            }
+            _ => {
+                let it = self.eval(iter);
+                self.element_of(&it, target)
+            }
+        }
+    }
+
     /// What iterating `it` binds to `target`: elements of our tensors, or values the caller
     /// made before the call.
     fn element_of(&mut self, it: &Value, target: &Expr) -> Value {
         match it {
+            // A list of tuples (`staged.append((t, host))`): a tuple target takes each
+            // position from every item.
+            Value::Group(items) if matches!(target, Expr::Collection { .. }) => {
+                let width = match items.first() {
+                    Some(Value::Group(first)) => first.len(),
+                    _ => 0,
+                };
+                let same_width = width > 0
+                    && items
+                        .iter()
+                        .all(|i| matches!(i, Value::Group(g) if g.len() == width));
+                if !same_width {
+                    return Value::tensors(it.buffers());
+                }
+                Value::Group(
+                    (0..width)
+                        .map(|k| {
+                            let mut held: Vec<BufferId> = items
+                                .iter()
+                                .flat_map(|i| match i {
+                                    Value::Group(g) => g[k].buffers(),
+                                    _ => Vec::new(),
+                                })
+                                .collect();
+                            held.sort();
+                            held.dedup();
+                            Value::tensors(held)
+                        })
+                        .collect(),
+                )
+            }
             Value::Tensors(_) | Value::Group(_) => Value::tensors(it.buffers()),
             Value::Param(_) | Value::Unknown => {
-                let name = binding_name(target).unwrap_or_else(|| "element".into());
-                // Elements of one caller container are one value, however many loops visit it.
-                let site = match it {
-                    Value::Param(container) => {
-                        (Span::default(), format!("element-of:{}", container.0))
-                    }
-                    _ => (target.span(), "element".to_string()),
+                // Elements of one caller container are one value, however many loops visit it
+                // and whatever each loop calls it.
+                let (name, site) = match it {
+                    Value::Param(container) => (
+                        format!("{}[…]", self.b.body().buffer(*container).name),
+                        (Span::default(), format!("element-of:{}", container.0)),
+                    ),
+                    _ => (
+                        binding_name(target).unwrap_or_else(|| "element".into()),
+                        (target.span(), "element".to_string()),
+                    ),
                 };
                 let buf = self.buffer_at(site.0, &site.1, &name, Memory::Device, Owner::Caller);
+                // The elements of an argument are the caller's too.
+                if let Value::Param(container) = it {
+                    if self.param_buffers.contains(container) && !self.param_buffers.contains(&buf)
+                    {
+                        self.param_buffers.push(buf);
+                    }
+                }
                 let ambient = self.b.ambient();
                 let produce = OpKind::Produce {
                     buffer: buf,
@@ -2259,6 +2444,9 @@ impl<'a> Lowerer<'a> {
             }
             ApiCall::Collective => {
                 let vals = self.eval_args(args, keywords);
+                let tensor_args = crate::api::collective_tensor_args(qualified);
+                let firsts: Vec<Value> = vals.iter().take(tensor_args).cloned().collect();
+                self.confirm(&firsts);
                 let tensors = self.tensor_buffers(&vals);
                 self.read_all(&tensors, span);
                 self.write_all(&tensors, span);
@@ -2375,6 +2563,54 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// `staged.append((t, host))` on a list this function made (`staged = []`): the list now
+    /// holds the value, so a later loop over it gets it back (a free through the list is a
+    /// free of the tensor). Where the list goes, its items go (returned, stored, passed on).
+    fn grow_local_list(
+        &mut self,
+        receiver: &Expr,
+        list: &Value,
+        method: &str,
+        vals: &[Value],
+    ) -> bool {
+        let Expr::Name { id, .. } = receiver else {
+            return false;
+        };
+        let added: Vec<Value> = match (method, vals) {
+            ("append", [v]) | ("insert", [_, v]) => vec![v.clone()],
+            ("extend", [Value::Group(items)]) => items.clone(),
+            _ => return false,
+        };
+        let grown = match list {
+            Value::Group(items) => {
+                // Abstract items: one per shape (a tuple of n, or a single value), so that what
+                // a loop appends on every iteration is one item holding what any of them held.
+                let mut items = items.clone();
+                for v in added {
+                    let width = |x: &Value| match x {
+                        Value::Group(g) => Some(g.len()),
+                        _ => None,
+                    };
+                    match items.iter_mut().find(|i| width(i) == width(&v)) {
+                        Some(same) => *same = same.merge(&v),
+                        None => items.push(v),
+                    }
+                }
+                Value::Group(items)
+            }
+            Value::Tensors(held) => {
+                let mut all = held.clone();
+                all.extend(added.iter().flat_map(Value::buffers));
+                all.sort();
+                all.dedup();
+                Value::Tensors(all)
+            }
+            _ => return false,
+        };
+        self.bind(id.clone(), grown);
+        true
+    }
+
     fn method_call(
         &mut self,
         recv: Value,
@@ -2389,6 +2625,9 @@ impl<'a> Lowerer<'a> {
         {
             // `outputs.append(t)`, `queue.put(t)`: kept, not read.
             let vals = self.eval_args(args, keywords);
+            if self.grow_local_list(receiver, &recv, method, &vals) {
+                return Value::Unknown;
+            }
             for v in &vals {
                 self.escape(v, EscapeKind::Container, span);
             }
@@ -2559,6 +2798,29 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// The stream a wait on `arg` orders after. A library function does not know that its
+    /// caller runs on the device's default stream: gradient hooks run on the backward op's
+    /// stream, callers may be inside `with torch.cuda.stream(...)`. So a wait on
+    /// `default_stream()` written in a function orders nothing the function's current stream
+    /// did; it stands for a stream of its own. Script entry points (module code, `main`) do run
+    /// on the default stream.
+    fn wait_target(&mut self, stream: StreamId, arg: &Expr) -> StreamId {
+        let script = self.at_import || self.main_guard > 0 || self.method == "main";
+        if script
+            || stream != self.b.ambient()
+            || self.api_kind(arg) != Some(ApiCall::DefaultStream)
+        {
+            return stream;
+        }
+        let stream = Stream {
+            display: "the default stream".into(),
+            expr: "torch.cuda.default_stream()".into(),
+            origin: StreamOrigin::Unknown,
+            span: Some(arg.span()),
+        };
+        StreamId(self.site(arg.span(), "default-stream", |b| b.add_stream(stream).0))
+    }
+
     fn stream_method(
         &mut self,
         s: StreamId,
@@ -2574,6 +2836,7 @@ impl<'a> Lowerer<'a> {
             "wait_stream" => {
                 if let (Some(a), Some(v)) = (arg, vals.first()) {
                     if let Some(other) = self.stream_of(v, a) {
+                        let other = self.wait_target(other, a);
                         self.note_hoistable_wait(s, other, receiver, a, span);
                         self.b.push(
                             OpKind::WaitStream {
@@ -2660,6 +2923,10 @@ impl<'a> Lowerer<'a> {
     ) -> Value {
         let vals = self.eval_args(args, keywords);
         self.confirm(std::slice::from_ref(&recv));
+        // What a tensor is copied from is a tensor too.
+        if method == "copy_" {
+            self.confirm(&vals[..vals.len().min(1)]);
+        }
         let own = recv.buffers();
         let arg_buffers = self.tensor_buffers(&vals);
         let non_blocking = is_true(Expr::keyword(keywords, "non_blocking"))
@@ -2763,7 +3030,12 @@ impl<'a> Lowerer<'a> {
             "copy_" => {
                 let from_device = arg_buffers.iter().any(|b| !self.on_host(*b));
                 let to_device = own.iter().any(|b| !self.on_host(*b));
-                if from_device || to_device {
+                let from_host = arg_buffers.iter().any(|b| self.on_host(*b));
+                let to_host = own.iter().any(|b| self.on_host(*b));
+                // Only a copy that touches host memory is a transfer; device to device is an
+                // ordinary kernel on the current stream, asynchronous to the host whatever
+                // `non_blocking` says.
+                if (from_device && to_host) || (from_host && to_device) {
                     // A transfer: the copy engine reads and writes host memory on the stream.
                     self.copy_access(&arg_buffers, false, span);
                     self.copy_access(&own, true, span);
