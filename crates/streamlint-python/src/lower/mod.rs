@@ -104,10 +104,10 @@ fn bindings(body: &[Stmt]) -> HashMap<String, (usize, Option<bool>)> {
 
 /// The names that `if` and `elif` tests of `stmts` are (`if overlap:`, `if not overlap:`), at
 /// any depth of nested blocks but not in nested functions.
-fn tested_flags<'s>(stmts: &'s [Stmt], out: &mut Vec<&'s str>) {
+fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
     for s in stmts {
         if let Stmt::If { test, .. } = s {
-            let name = match test {
+            let flag = match test {
                 Expr::Operator {
                     op: Operator::Not,
                     operands,
@@ -115,8 +115,8 @@ fn tested_flags<'s>(stmts: &'s [Stmt], out: &mut Vec<&'s str>) {
                 } => operands.first(),
                 other => Some(other),
             };
-            if let Some(Expr::Name { id, .. }) = name {
-                out.push(id.as_str());
+            if let Some(key) = flag.and_then(flag_key) {
+                out.push(key);
             }
         }
         s.blocks()
@@ -125,7 +125,48 @@ fn tested_flags<'s>(stmts: &'s [Stmt], out: &mut Vec<&'s str>) {
     }
 }
 
+/// The name under which a test is a flag: a local name (`overlap`) or a setting's getter
+/// (`envs.USE_MULTI_STREAM.get()`). Two tests with one key agree within a block that does not
+/// assign it; attributes and other calls can change in between, so they are not flags.
+fn flag_key(test: &Expr) -> Option<String> {
+    match test {
+        Expr::Name { id, .. } => Some(id.clone()),
+        Expr::Call {
+            func,
+            args,
+            keywords,
+            ..
+        } if args.is_empty() && keywords.is_empty() => {
+            let getter = func
+                .dotted()
+                .filter(|d| !d.starts_with("self.") && d.ends_with(".get"))?;
+            Some(format!("{getter}()"))
+        }
+        _ => None,
+    }
+}
+
 /// Does any statement of `stmts` bind `name`?
+/// Can an argument annotated `annotation` be a tensor or hold tensors (`torch.Tensor`,
+/// `List[Tensor]`, `list`, `Optional[Sequence[...]]`)? `int`, `ForwardBatch` and the like cannot.
+fn annotation_may_hold_tensors(annotation: &str) -> bool {
+    const CONTAINERS: &[&str] = &[
+        "list", "List", "tuple", "Tuple", "Sequence", "Iterable", "dict", "Dict", "Mapping",
+    ];
+    let inner = annotation
+        .trim()
+        .trim_start_matches("typing.")
+        .trim_start_matches("Optional[");
+    annotation.contains("Tensor") || CONTAINERS.iter().any(|c| inner.starts_with(c))
+}
+
+/// By convention `host_*`, `*_cpu` and `pinned_*` values live in host memory, so no stream work
+/// made them; their place is still not known for sure.
+fn host_named(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    ["host", "cpu", "pinned"].iter().any(|w| lower.contains(w))
+}
+
 /// `streams[i]`, `self.comm_streams[rank]`: one stream of a collection of streams, named by the
 /// text of the indexing, so that indexing again with the same name gives the same stream.
 fn indexed_stream(container: &Expr, index: &Expr) -> Option<String> {
@@ -307,6 +348,11 @@ impl Value {
             // path and no stream context on the other.
             (Value::Stream(s), Value::Unknown) | (Value::Unknown, Value::Stream(s)) if s.0 != 0 => {
                 Value::Stream(*s)
+            }
+            // An event found to be one (`ready.record()`) on one path is the same object on
+            // the other.
+            (Value::Event(e), Value::Unknown) | (Value::Unknown, Value::Event(e)) => {
+                Value::Event(*e)
             }
             // `return nullcontext()` on one path, `return torch.cuda.stream(s)` on the other.
             (Value::StreamContext(Some(s)), Value::Unknown | Value::StreamContext(None))
@@ -584,17 +630,26 @@ impl<'a> Lowerer<'a> {
             } else if annotation.ends_with("Event") {
                 Value::Event(self.event_at(p.span, &p.name, false))
             } else {
-                // By convention `host_*`, `*_cpu` and `pinned_*` values live in host memory, so no
-                // stream work made them; their place is still not known for sure.
-                let lower = p.name.to_ascii_lowercase();
-                let host = ["host", "cpu", "pinned"].iter().any(|w| lower.contains(w));
-                let how = if host {
+                let how = if host_named(&p.name) {
                     Production::Host
                 } else {
                     Production::Entry
                 };
                 let buf = self.buffer_at(p.span, "param", &p.name, Memory::Device, Owner::Caller);
-                self.param_buffers.push(buf);
+                // An annotation says what the argument is (`layer_id: int`, `batch: ForwardBatch`);
+                // `*args` gathers several.
+                let annotated_other = p.annotation.as_ref().is_some_and(|a| {
+                    let span = a.span();
+                    let text = self
+                        .cx
+                        .source
+                        .get(span.start as usize..span.end as usize)
+                        .unwrap_or("Tensor");
+                    !annotation_may_hold_tensors(text)
+                });
+                if !p.variadic && !annotated_other {
+                    self.param_buffers.push(buf);
+                }
                 if annotation.ends_with("Tensor") {
                     self.confirmed.insert(buf);
                 }
@@ -899,12 +954,11 @@ impl<'a> Lowerer<'a> {
     }
 
     fn escape(&mut self, value: &Value, kind: EscapeKind, span: Span) {
-        // Events first: an event handed over with a tensor (`return out, done`) is how the
-        // receiver orders itself after the tensor's writes.
-        if kind == EscapeKind::Caller || kind == EscapeKind::Attribute {
-            for event in value.events() {
-                self.b.push(OpKind::HandOffEvent { event }, span);
-            }
+        // Events first: an event handed over with a tensor (`return out, done`, stored on the
+        // object, given to a pending-work record or a queue) is how the receiver orders itself
+        // after the tensor's writes.
+        for event in value.events() {
+            self.b.push(OpKind::HandOffEvent { event }, span);
         }
         for buffer in value.buffers() {
             self.b.push(OpKind::Escape { buffer, kind }, span);
@@ -1019,10 +1073,7 @@ impl<'a> Lowerer<'a> {
     /// only by their first operand (which short-circuits the rest) or by all of them.
     fn decided_flag(&self, test: &Expr) -> Option<bool> {
         let Expr::Operator { op, operands, .. } = test else {
-            let Expr::Name { id, .. } = test else {
-                return None;
-            };
-            return self.flags.get(id).copied();
+            return self.flags.get(&flag_key(test)?).copied();
         };
         let short_circuit = match op {
             Operator::Not => return self.decided_flag(operands.first()?).map(|v| !v),
@@ -1049,7 +1100,7 @@ impl<'a> Lowerer<'a> {
         let (first, rest) = stmts.split_first()?;
         let mut here = Vec::new();
         tested_flags(std::slice::from_ref(first), &mut here);
-        here.retain(|n| !self.flags.contains_key(*n));
+        here.retain(|n| !self.flags.contains_key(n));
         if here.is_empty() {
             return None;
         }
@@ -1057,7 +1108,6 @@ impl<'a> Lowerer<'a> {
         tested_flags(rest, &mut later);
         here.into_iter()
             .find(|n| later.contains(n) && !assigns(stmts, n))
-            .map(str::to_string)
     }
 
     /// Lower `stmts` once with `flag` true and once with it false, and join: its tests agree
@@ -1947,10 +1997,15 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 let ambient = self.b.ambient();
+                let host = binding_name(target).is_some_and(|n| host_named(&n));
                 let produce = OpKind::Produce {
                     buffer: buf,
                     stream: ambient,
-                    how: Production::Entry,
+                    how: if host {
+                        Production::Host
+                    } else {
+                        Production::Entry
+                    },
                 };
                 if !self.entry_ops.iter().any(|(k, _)| *k == produce) {
                     self.entry_ops.push((produce, target.span()));
@@ -2147,7 +2202,7 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 let recv = self.eval(receiver);
-                let recv = self.duck_type(recv, receiver, attr);
+                let recv = self.duck_type(recv, receiver, attr, args.len() + keywords.len());
                 self.method_call(recv, receiver, attr, args, keywords, span)
             }
             Expr::Name { id, .. } if !self.env.contains_key(id) => {
@@ -2534,7 +2589,7 @@ impl<'a> Lowerer<'a> {
 
     /// A receiver whose kind is not known, classified by the method called on it: only streams
     /// have `wait_stream`, and an event-named value that is recorded or waited on is an event.
-    fn duck_type(&mut self, recv: Value, receiver: &Expr, method: &str) -> Value {
+    fn duck_type(&mut self, recv: Value, receiver: &Expr, method: &str, args_len: usize) -> Value {
         if !matches!(recv, Value::Unknown | Value::Param(_)) {
             return recv;
         }
@@ -2550,14 +2605,22 @@ impl<'a> Lowerer<'a> {
         let event_like = last.contains("event")
             || last == "ev"
             || last.ends_with("_ev")
-            || last.ends_with("_evt");
+            || last.ends_with("_evt")
+            // `ready.record()` on a local: only events record themselves with no argument.
+            || (method == "record" && args_len == 0 && !name.contains('.'));
         match method {
             "wait_stream" | "wait_event" | "record_event" => {
                 Value::Stream(self.named_stream(&name))
             }
             "synchronize" if stream_like => Value::Stream(self.named_stream(&name)),
             "record" | "wait" | "synchronize" | "query" if event_like => {
-                Value::Event(self.attribute_event(&name))
+                let event = Value::Event(self.attribute_event(&name));
+                // `ev = make_event(); ev.record(s); return ev`: the name holds the event from
+                // here on.
+                if let Expr::Name { id, .. } = receiver {
+                    self.bind(id.clone(), event.clone());
+                }
+                event
             }
             _ => recv,
         }
@@ -2905,7 +2968,14 @@ impl<'a> Lowerer<'a> {
             _ => self.current,
         };
         match method {
-            "record" => drop(self.b.push(OpKind::RecordEvent { event: e, stream }, span)),
+            "record" => {
+                self.b.push(OpKind::RecordEvent { event: e, stream }, span);
+                // Recording an event the function received (a parameter, an attribute) hands
+                // the ordering to whoever holds it: the receiver waits on it.
+                if self.b.body().events[e.0 as usize].created.is_none() {
+                    self.b.push(OpKind::HandOffEvent { event: e }, span);
+                }
+            }
             "wait" => drop(self.b.push(OpKind::WaitEvent { event: e, stream }, span)),
             "synchronize" => drop(self.b.push(OpKind::SyncEvent { event: e }, span)),
             _ => {}
