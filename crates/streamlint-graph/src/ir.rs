@@ -495,6 +495,10 @@ impl BodyBuilder {
         }
         outer
     }
+    /// The call whose callee is being lowered in place, if one is.
+    pub fn inlined_at(&self) -> Option<Span> {
+        self.inlined_at
+    }
     pub fn end_inline(&mut self, outer: Option<Span>) {
         self.inlined_at = outer;
     }

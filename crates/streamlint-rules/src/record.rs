@@ -141,9 +141,11 @@ fn streams_using(body: &Body, buffer: BufferId) -> Vec<StreamId> {
             {
                 stream
             }
+            // Returned, or published on the object for its other methods (or threads): used
+            // there on their current stream.
             OpKind::Escape {
                 buffer: b,
-                kind: EscapeKind::Caller,
+                kind: EscapeKind::Caller | EscapeKind::Attribute,
             } if b == buffer => body.ambient,
             _ => continue,
         };

@@ -672,12 +672,16 @@ impl<'a> Lowerer<'a> {
 
     /// The entity made at `span` (one per tag and name there), created on first use.
     fn site(&mut self, span: Span, tag: &str, make: impl FnOnce(&mut BodyBuilder) -> u32) -> u32 {
-        // Spans of a callee in another module are offsets in that module's text.
-        let key = if self.cx.module == self.home_module {
-            (span, tag.to_string())
-        } else {
-            (span, format!("{tag}@{}", self.cx.module))
-        };
+        // Spans of a callee in another module are offsets in that module's text. Tensors and
+        // events a callee lowered in place makes are made anew at each call; a stream it makes
+        // is one stream (helpers that make streams cache them: `_S = _S or Stream()`).
+        let mut key = (span, tag.to_string());
+        if self.cx.module != self.home_module {
+            key.1 = format!("{tag}@{}", self.cx.module);
+        }
+        if let Some(call) = self.b.inlined_at().filter(|_| tag != "stream") {
+            key.1 = format!("{}@call{}", key.1, call.start);
+        }
         if let Some(id) = self.sites.get(&key) {
             return *id;
         }
