@@ -625,6 +625,11 @@ fn number(n: &ast::Number) -> Constant {
 /// A chain of comparisons by identity or membership only is about objects; any other
 /// comparison is elementwise on tensors.
 fn comparison(ops: &[ast::CmpOp]) -> Operator {
+    match ops {
+        [ast::CmpOp::Is] => return Operator::Is,
+        [ast::CmpOp::IsNot] => return Operator::IsNot,
+        _ => {}
+    }
     let identity = ops.iter().all(|o| {
         matches!(
             o,

@@ -144,8 +144,12 @@ pub enum Operator {
     Arithmetic,
     /// `a @ b`: only tensors multiply this way.
     MatMul,
-    /// `is`, `is not`, `in`, `not in`: about objects, not elements.
+    /// `in`, `not in`, chains of identity tests: about objects, not elements.
     Identity,
+    /// `a is b` (one test): about objects.
+    Is,
+    /// `a is not b` (one test): about objects.
+    IsNot,
     /// `and`, `or`, `not`: truth tests, which read a tensor on the host.
     And,
     Or,

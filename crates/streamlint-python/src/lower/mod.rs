@@ -1081,6 +1081,8 @@ impl<'a> Lowerer<'a> {
         };
         let short_circuit = match op {
             Operator::Not => return self.decided_flag(operands.first()?).map(|v| !v),
+            Operator::Is => return self.decided_none_test(operands),
+            Operator::IsNot => return self.decided_none_test(operands).map(|v| !v),
             Operator::And => false,
             Operator::Or => true,
             _ => return None,
@@ -1091,6 +1093,25 @@ impl<'a> Lowerer<'a> {
         }
         let all: Option<Vec<bool>> = operands.iter().map(|e| self.decided_flag(e)).collect();
         all.map(|values| values.contains(&short_circuit) == short_circuit)
+    }
+
+    /// `x is None` where the name holds a stream (`stream = get_side_stream()`) or `None`. A
+    /// stream that may be `None` on some path counts as there: such tests guard whether the
+    /// program uses a side stream at all, and the paths without it have no stream work to judge.
+    /// Other values (events, tensors) keep both paths.
+    fn decided_none_test(&self, operands: &[Expr]) -> Option<bool> {
+        let [x, Expr::Constant {
+            value: Constant::None,
+            ..
+        }] = operands
+        else {
+            return None;
+        };
+        match self.env.get(&x.dotted()?)? {
+            Value::Stream(_) => Some(false),
+            Value::None => Some(true),
+            _ => None,
+        }
     }
 
     /// A name that the first of `stmts` tests (`if overlap:`, also in a nested `if` or an
@@ -1790,7 +1811,7 @@ impl<'a> Lowerer<'a> {
                         self.read_all(&inputs, *span);
                         self.produce_result(&inputs, *span)
                     }
-                    Operator::Identity => Value::Unknown,
+                    Operator::Identity | Operator::Is | Operator::IsNot => Value::Unknown,
                     Operator::And | Operator::Or | Operator::Not => {
                         for v in &vals {
                             if !v.local_tensors().is_empty() {
