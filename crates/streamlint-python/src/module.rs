@@ -5,87 +5,14 @@ use std::collections::{HashMap, HashSet};
 
 use rayon::prelude::*;
 
-use streamlint_graph::{Body, Deadline, Span};
+use streamlint_graph::{Body, Deadline};
 
-use crate::api::{ApiCall, ApiModel};
+use crate::context::{ModuleContext, Role};
 use crate::lower::Lowerer;
-use crate::names::Imports;
-use crate::prefilter::Prefilter;
-use crate::project::Project;
+use crate::project::{module_imports, Parsed, Project};
 use crate::summary::ClassSummary;
 use crate::syntax::{visit_calls, ClassDef, Constant, Expr, FunctionDef, Stmt};
-use crate::wrappers::Wrapper;
-
-/// What every function of a module shares: references into the project index, so that a call
-/// lowered inside another module's function can switch to that module's context.
-#[derive(Clone, Copy)]
-pub struct ModuleContext<'a> {
-    pub api: &'a ApiModel,
-    /// The module's text, for scanning a function before lowering it (empty in the context of a
-    /// callee lowered in place, whose module's text is not kept).
-    pub source: &'a str,
-    pub prefilter: &'a Prefilter,
-    /// When lowering stops (checked between statements).
-    pub deadline: Deadline,
-    pub imports: &'a Imports,
-    /// Functions defined at the top level of the module.
-    pub defined: &'a HashSet<String>,
-    /// Those of them that only forward to method calls, lowered at each call as those calls.
-    pub wrappers: &'a HashMap<String, Wrapper>,
-    /// Every module of the run, for calls into other modules.
-    pub project: &'a Project<'a>,
-    /// This module's place in the project.
-    pub module: usize,
-}
-
-impl<'a> ModuleContext<'a> {
-    /// The text a span covers (empty for a span outside the module).
-    pub fn text(&self, span: Span) -> &'a [u8] {
-        self.source
-            .as_bytes()
-            .get(span.start as usize..span.end as usize)
-            .unwrap_or_default()
-    }
-
-    /// The qualified name of a device module the expression denotes (`torch.cuda`,
-    /// `torch.get_device_module(dev)`, `get_accelerator()`), if it is one.
-    pub fn device_module(&self, expr: &Expr) -> Option<String> {
-        let q = self.imports.qualify(expr)?;
-        self.api.is_device_module(&q).then_some(q)
-    }
-
-    /// Do these statements call `set_stream`?
-    pub fn sets_stream(&self, stmts: &[Stmt]) -> bool {
-        let mut found = false;
-        visit_calls(stmts, false, &mut |call| {
-            if let Expr::Call { func, .. } = call {
-                found |= self
-                    .imports
-                    .qualify(func)
-                    .and_then(|q| self.api.classify(&q))
-                    == Some(ApiCall::SetStream);
-            }
-        });
-        found
-    }
-}
-
-/// What the lowering of one function needs to know about its place in the module.
-#[derive(Clone, Default)]
-pub struct Role<'a> {
-    /// The class whose `self` the function sees: its own (a method) or its enclosing method's
-    /// (a closure).
-    pub class: Option<&'a ClassSummary>,
-    /// The first parameter is `self` or `cls`.
-    pub is_method: bool,
-    /// The function puts back a stream it sets, by protocol.
-    pub restores_stream: bool,
-    /// Why the function runs where the device must not be used.
-    pub device_forbidden: Option<String>,
-    /// Attributes every construction of the class sets to the same string (`self.device` when
-    /// every call passes `device="cpu"`).
-    pub attr_text: Vec<(String, String)>,
-}
+use crate::wrappers;
 
 /// Lower every function of a parsed module.
 pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
@@ -526,5 +453,33 @@ fn function_name(expr: &Expr) -> Option<String> {
             args.first().and_then(function_name)
         }
         _ => None,
+    }
+}
+
+impl<'a> Project<'a> {
+    /// Lower every function of module `i`, whose text is `source`, parsed as `parsed` (see
+    /// [`crate::lower_source`]). Its own names come from the whole tree (imports inside
+    /// functions, forwarding wrappers).
+    pub fn lower(&self, i: usize, source: &str, parsed: &Parsed, deadline: Deadline) -> Vec<Body> {
+        let m = self.module(i);
+        let stmts = &parsed.0;
+        let imports = module_imports(stmts, self.api, &m.package);
+        let defined = stmts
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Def(f) => Some(f.name.clone()),
+                _ => None,
+            })
+            .collect();
+        let wrappers = wrappers::find(stmts);
+        let project: &Project<'_> = self;
+        let cx = ModuleContext {
+            source,
+            imports: &imports,
+            defined: &defined,
+            wrappers: &wrappers,
+            ..ModuleContext::callee(project, i, deadline)
+        };
+        lower_module(cx, stmts)
     }
 }

@@ -8,17 +8,13 @@ use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use streamlint_graph::{Body, Deadline};
-
 use crate::api::ApiModel;
-use crate::lower::inline;
-use crate::module::{lower_module, ModuleContext};
 use crate::names::Imports;
 use crate::outline::Outline;
 use crate::parser;
 use crate::prefilter::Prefilter;
 use crate::syntax::{Expr, FunctionDef, Stmt};
-use crate::wrappers::{self, Wrapper};
+use crate::wrappers::Wrapper;
 
 /// A parsed module.
 pub struct Parsed(pub(crate) Vec<Stmt>);
@@ -38,7 +34,7 @@ pub struct ModuleIndex {
     /// Dotted module name (`pkg.sub.mod`; a package's `__init__.py` is `pkg.sub`).
     pub name: String,
     /// The package relative imports start from.
-    package: Vec<String>,
+    pub(crate) package: Vec<String>,
     pub imports: Imports,
     /// Every function defined at the top level of the module.
     pub defined: HashSet<String>,
@@ -76,7 +72,7 @@ impl ModuleIndex {
             .iter()
             .filter_map(|(name, start, end)| {
                 let text = source.get(*start as usize..*end as usize)?;
-                inline::may_lower_in_place(text.as_bytes(), &prefilter).then(|| {
+                may_lower_in_place(text.as_bytes(), &prefilter).then(|| {
                     let candidate = Candidate {
                         text: text.to_string(),
                         start: *start,
@@ -119,7 +115,7 @@ fn parse_header(statements: &[String]) -> Vec<Stmt> {
 
 /// The names a module's imports bind, qualified: relative imports from `package`, and
 /// `dm = torch.get_device_module()` at the top level read as an import.
-fn module_imports(stmts: &[Stmt], api: &ApiModel, package: &[String]) -> Imports {
+pub(crate) fn module_imports(stmts: &[Stmt], api: &ApiModel, package: &[String]) -> Imports {
     let mut imports = Imports::collect(stmts);
     for s in stmts {
         if let Stmt::Assign { targets, value, .. } = s {
@@ -183,6 +179,24 @@ impl Package {
     }
 }
 
+/// Callees longer than this (bytes of source) keep the model of unknown code: lowering them
+/// at every call would cost more than it finds.
+pub(crate) const MAX_INLINE_BYTES: usize = 16_000;
+
+/// Callees up to this size (bytes of source) are lowered in place wherever they are called:
+/// getters and setters of module state, helpers of a few statements.
+pub(crate) const SMALL_CALLEE_BYTES: usize = 1_200;
+
+/// Could a top-level function with this source text be lowered in place at some call: not a
+/// generator, within the size cap, and small or with stream code of its own? The project index
+/// keeps only these.
+pub(crate) fn may_lower_in_place(text: &[u8], prefilter: &Prefilter) -> bool {
+    let generator = memchr::memmem::find(text, b"yield").is_some();
+    !generator
+        && text.len() <= MAX_INLINE_BYTES
+        && (text.len() <= SMALL_CALLEE_BYTES || prefilter.admits(text))
+}
+
 /// Every parsed module of the run, with a lookup from dotted names to modules.
 pub struct Project<'a> {
     modules: Vec<ModuleIndex>,
@@ -196,11 +210,11 @@ pub struct Project<'a> {
     function_names: HashSet<String>,
     /// Each module under every dotted suffix of its name (see `dotted_suffixes`).
     by_suffix: HashMap<String, Vec<usize>>,
-    api: &'a ApiModel,
-    prefilter: Prefilter,
+    pub(crate) api: &'a ApiModel,
+    pub(crate) prefilter: Prefilter,
     /// The forwarding wrappers of a module whose functions are lowered in place elsewhere: none
     /// (its forwarders are small, and are lowered in place themselves).
-    no_wrappers: HashMap<String, Wrapper>,
+    pub(crate) no_wrappers: HashMap<String, Wrapper>,
 }
 
 impl<'a> Project<'a> {
@@ -255,50 +269,6 @@ impl<'a> Project<'a> {
 
     pub fn module(&self, i: usize) -> &ModuleIndex {
         &self.modules[i]
-    }
-
-    /// The context in which a function of module `i` is lowered in place at another module's
-    /// call.
-    pub(crate) fn context(&'a self, i: usize, deadline: Deadline) -> ModuleContext<'a> {
-        let m = &self.modules[i];
-        ModuleContext {
-            api: self.api,
-            // A callee's text is read through its own index, never through the context.
-            source: "",
-            prefilter: &self.prefilter,
-            deadline,
-            imports: &m.imports,
-            defined: &m.defined,
-            wrappers: &self.no_wrappers,
-            project: self,
-            module: i,
-        }
-    }
-
-    /// Lower every function of module `i`, whose text is `source`, parsed as `parsed` (see
-    /// [`crate::lower_source`]). Its own names come from the whole tree (imports inside
-    /// functions, forwarding wrappers).
-    pub fn lower(&self, i: usize, source: &str, parsed: &Parsed, deadline: Deadline) -> Vec<Body> {
-        let m = &self.modules[i];
-        let stmts = &parsed.0;
-        let imports = module_imports(stmts, self.api, &m.package);
-        let defined = stmts
-            .iter()
-            .filter_map(|s| match s {
-                Stmt::Def(f) => Some(f.name.clone()),
-                _ => None,
-            })
-            .collect();
-        let wrappers = wrappers::find(stmts);
-        let project: &Project<'_> = self;
-        let cx = ModuleContext {
-            source,
-            imports: &imports,
-            defined: &defined,
-            wrappers: &wrappers,
-            ..project.context(i, deadline)
-        };
-        lower_module(cx, stmts)
     }
 
     /// The module a dotted name denotes, seen from module `from`: where two modules end in the

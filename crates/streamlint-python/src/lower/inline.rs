@@ -16,35 +16,17 @@ use std::collections::HashMap;
 use streamlint_graph::{BufferId, Memory, OpKind, Owner, ReleaseCause, Span};
 
 use super::{constant_flags, Env, Lowerer, Value};
-use crate::prefilter::Prefilter;
-use crate::project::Resolved;
+use crate::context::ModuleContext;
+use crate::project::{Resolved, SMALL_CALLEE_BYTES};
 use crate::syntax::{Constant, Expr, FunctionDef, Keyword};
 
 /// Calls lowered in place inside calls lowered in place, at most.
 const MAX_INLINE_DEPTH: usize = 3;
 
-/// Callees longer than this (bytes of source) keep the model of unknown code: lowering them
-/// at every call would cost more than it finds.
-const MAX_INLINE_BYTES: usize = 16_000;
-
-/// Callees up to this size (bytes of source) are lowered in place wherever they are called:
-/// getters and setters of module state, helpers of a few statements.
-const SMALL_CALLEE_BYTES: usize = 1_200;
-
-/// Could a top-level function with this source text be lowered in place at some call: not a
-/// generator, within the size cap, and small or with stream code of its own? The project index
-/// keeps only these.
-pub(crate) fn may_lower_in_place(text: &[u8], prefilter: &Prefilter) -> bool {
-    let generator = memchr::memmem::find(text, b"yield").is_some();
-    !generator
-        && text.len() <= MAX_INLINE_BYTES
-        && (text.len() <= SMALL_CALLEE_BYTES || prefilter.admits(text))
-}
-
 /// What the caller had while the callee is lowered.
 struct CallerState<'a> {
     env: Env,
-    cx: crate::module::ModuleContext<'a>,
+    cx: crate::context::ModuleContext<'a>,
     class: Option<&'a crate::summary::ClassSummary>,
     flags: HashMap<String, bool>,
     flag_splits: usize,
@@ -105,7 +87,7 @@ impl<'a> Lowerer<'a> {
         let bound = self.bind_arguments(def, args, keywords);
         let outer = self.b.begin_inline(span);
         let exit = self.b.new_block();
-        let callee_cx = self.cx.project.context(callee.module, self.cx.deadline);
+        let callee_cx = ModuleContext::callee(self.cx.project, callee.module, self.cx.deadline);
         let saved = CallerState {
             env: std::mem::take(&mut self.env),
             cx: std::mem::replace(&mut self.cx, callee_cx),

@@ -1,0 +1,104 @@
+//! What the lowering of a function sees of its module and of the project: the shared
+//! [`ModuleContext`] (switched when a call is lowered in place in another module) and the
+//! function's [`Role`] in its module.
+
+use std::collections::{HashMap, HashSet};
+
+use streamlint_graph::{Deadline, Span};
+
+use crate::api::{ApiCall, ApiModel};
+use crate::names::Imports;
+use crate::prefilter::Prefilter;
+use crate::project::Project;
+use crate::summary::ClassSummary;
+use crate::syntax::{visit_calls, Expr, Stmt};
+use crate::wrappers::Wrapper;
+
+/// What every function of a module shares: references into the project index, so that a call
+/// lowered inside another module's function can switch to that module's context.
+#[derive(Clone, Copy)]
+pub struct ModuleContext<'a> {
+    pub api: &'a ApiModel,
+    /// The module's text, for scanning a function before lowering it (empty in the context of a
+    /// callee lowered in place, whose module's text is not kept).
+    pub source: &'a str,
+    pub prefilter: &'a Prefilter,
+    /// When lowering stops (checked between statements).
+    pub deadline: Deadline,
+    pub imports: &'a Imports,
+    /// Functions defined at the top level of the module.
+    pub defined: &'a HashSet<String>,
+    /// Those of them that only forward to method calls, lowered at each call as those calls.
+    pub wrappers: &'a HashMap<String, Wrapper>,
+    /// Every module of the run, for calls into other modules.
+    pub project: &'a Project<'a>,
+    /// This module's place in the project.
+    pub module: usize,
+}
+
+impl<'a> ModuleContext<'a> {
+    /// The context in which a function of module `i` is lowered in place at another module's
+    /// call.
+    pub(crate) fn callee(project: &'a Project<'a>, i: usize, deadline: Deadline) -> Self {
+        let m = project.module(i);
+        ModuleContext {
+            api: project.api,
+            // A callee's text is read through its own index, never through the context.
+            source: "",
+            prefilter: &project.prefilter,
+            deadline,
+            imports: &m.imports,
+            defined: &m.defined,
+            wrappers: &project.no_wrappers,
+            project,
+            module: i,
+        }
+    }
+
+    /// The text a span covers (empty for a span outside the module).
+    pub fn text(&self, span: Span) -> &'a [u8] {
+        self.source
+            .as_bytes()
+            .get(span.start as usize..span.end as usize)
+            .unwrap_or_default()
+    }
+
+    /// The qualified name of a device module the expression denotes (`torch.cuda`,
+    /// `torch.get_device_module(dev)`, `get_accelerator()`), if it is one.
+    pub fn device_module(&self, expr: &Expr) -> Option<String> {
+        let q = self.imports.qualify(expr)?;
+        self.api.is_device_module(&q).then_some(q)
+    }
+
+    /// Do these statements call `set_stream`?
+    pub fn sets_stream(&self, stmts: &[Stmt]) -> bool {
+        let mut found = false;
+        visit_calls(stmts, false, &mut |call| {
+            if let Expr::Call { func, .. } = call {
+                found |= self
+                    .imports
+                    .qualify(func)
+                    .and_then(|q| self.api.classify(&q))
+                    == Some(ApiCall::SetStream);
+            }
+        });
+        found
+    }
+}
+
+/// What the lowering of one function needs to know about its place in the module.
+#[derive(Clone, Default)]
+pub struct Role<'a> {
+    /// The class whose `self` the function sees: its own (a method) or its enclosing method's
+    /// (a closure).
+    pub class: Option<&'a ClassSummary>,
+    /// The first parameter is `self` or `cls`.
+    pub is_method: bool,
+    /// The function puts back a stream it sets, by protocol.
+    pub restores_stream: bool,
+    /// Why the function runs where the device must not be used.
+    pub device_forbidden: Option<String>,
+    /// Attributes every construction of the class sets to the same string (`self.device` when
+    /// every call passes `device="cpu"`).
+    pub attr_text: Vec<(String, String)>,
+}

@@ -1,0 +1,602 @@
+//! Calls: the stream API, project functions, methods of the class, unknown code.
+
+use super::*;
+
+impl<'a> Lowerer<'a> {
+    pub(super) fn call(
+        &mut self,
+        func: &Expr,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
+        // A call through a local name or attribute chain rooted at a local is a method call on a
+        // value; otherwise the callee is resolved through the imports.
+        let root = root_name(func);
+        let root_is_local = root.is_some_and(|r| self.env.contains_key(r) || r == "self");
+        let api = match root.and_then(|r| self.env.get(r)) {
+            // `dm.current_stream()` for `dm` bound to a device module.
+            Some(Value::Module(module)) => {
+                let rest = func
+                    .dotted()
+                    .and_then(|d| d.split_once('.').map(|(_, rest)| rest.to_string()));
+                rest.map(|rest| format!("{module}.{rest}"))
+                    .and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
+            }
+            _ if root_is_local && !matches!(func, Expr::Name { .. }) => None,
+            _ => self
+                .cx
+                .imports
+                .qualify(func)
+                .and_then(|q| self.cx.api.classify(&q).map(|c| (c, q))),
+        };
+        if let Some((call, qualified)) = api {
+            if !(matches!(func, Expr::Name { id, .. } if self.env.contains_key(id))) {
+                return self.api_call(call, &qualified, args, keywords, span);
+            }
+        }
+        if let Some(call) = self
+            .wrapper(func)
+            .and_then(|w| w.inline_expr(args, keywords, span))
+        {
+            return self.eval(&call);
+        }
+        if let Some(callee) = self.inline_target(func) {
+            return self.inline_call(callee, args, keywords, span);
+        }
+        match func {
+            Expr::Attribute {
+                value: receiver,
+                attr,
+                ..
+            } => {
+                if let (Some(class), Expr::Name { id, .. }) = (self.class, receiver.as_ref()) {
+                    if id == "self" && class.methods.contains_key(attr) {
+                        return self.self_method_call(attr, args, keywords, span);
+                    }
+                }
+                let recv = self.eval(receiver);
+                let recv = self.duck_type(recv, receiver, attr, args.len() + keywords.len());
+                self.method_call(recv, receiver, attr, args, keywords, span)
+            }
+            Expr::Name { id, .. } if !self.env.contains_key(id) => {
+                let vals = self.eval_args(args, keywords);
+                if HOST_READ_BUILTINS.contains(&id.as_str()) {
+                    for v in &vals {
+                        if !v.local_tensors().is_empty() {
+                            self.host_read(v, span);
+                        }
+                    }
+                    return Value::Unknown;
+                }
+                if NEUTRAL_BUILTINS.contains(&id.as_str()) {
+                    return match id.as_str() {
+                        "list" | "tuple" | "iter" | "next" | "reversed" | "sorted"
+                        | "enumerate" | "zip" => {
+                            Value::tensors(vals.iter().flat_map(Value::local_tensors).collect())
+                        }
+                        _ => Value::Unknown,
+                    };
+                }
+                let local = self.cx.defined.contains(id);
+                self.opaque_call(
+                    vals,
+                    span,
+                    if local {
+                        Callee::LocalFunction
+                    } else {
+                        Callee::Foreign
+                    },
+                )
+            }
+            _ => {
+                self.eval(func);
+                let vals = self.eval_args(args, keywords);
+                self.module_call(func.dotted(), vals, args.len(), span)
+            }
+        }
+    }
+
+    pub(super) fn eval_args(&mut self, args: &[Expr], keywords: &[Keyword]) -> Vec<Value> {
+        let mut vals: Vec<Value> = args.iter().map(|a| self.eval(a)).collect();
+        vals.extend(keywords.iter().map(|k| self.eval(&k.value)));
+        vals
+    }
+
+    /// A call whose body is not known. A module or local helper reads its tensor arguments on
+    /// the current stream and makes a tensor; a callee from elsewhere may keep what it is given.
+    pub(super) fn opaque_call(&mut self, vals: Vec<Value>, span: Span, callee: Callee) -> Value {
+        if callee == Callee::Foreign {
+            // Nothing says it runs device work, but it may keep what it is given.
+            for v in &vals {
+                self.escape(v, EscapeKind::UnknownCallee, span);
+            }
+            return Value::Unknown;
+        }
+        // Device inputs are read on the current stream; what such a callee does with host
+        // tensors (keep them, hand them on) is not known to read them.
+        let inputs: Vec<BufferId> = self
+            .tensor_buffers(&vals)
+            .into_iter()
+            .filter(|b| !self.on_host(*b))
+            .collect();
+        if inputs.is_empty() {
+            return Value::Unknown;
+        }
+        self.read_all(&inputs, span);
+        let name = self.value_name("result");
+        let how = if callee == Callee::Module {
+            Production::Module
+        } else {
+            Production::Call
+        };
+        self.produce(span, &name, Memory::Device, how)
+    }
+
+    /// `self.m(..)` for a method of this class: its effects on the object's attributes.
+    pub(super) fn self_method_call(
+        &mut self,
+        method: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
+        let vals = self.eval_args(args, keywords);
+        let Some(summary) = self.class.and_then(|c| c.methods.get(method)) else {
+            return Value::Unknown;
+        };
+        for stream in summary.waits_on.clone() {
+            let s = self.named_stream(&stream);
+            let current = self.current;
+            if s != current {
+                self.b.push(
+                    OpKind::WaitStream {
+                        waiter: current,
+                        waitee: s,
+                    },
+                    span,
+                );
+            }
+        }
+        for name in summary.syncs.clone() {
+            if self.class.is_some_and(|c| {
+                matches!(
+                    c.attrs.get(&name),
+                    Some(AttrKind::Stream | AttrKind::StreamCache)
+                )
+            }) {
+                let s = self.named_stream(&name);
+                self.b.push(OpKind::SyncStream { stream: s }, span);
+            }
+        }
+        for (attr, kind) in summary.assigns.clone() {
+            if let AttrKind::Tensor { stream, transfer } = kind {
+                if stream.is_empty() {
+                    self.env.remove(&attr);
+                    continue;
+                }
+                let s = self.named_stream(&stream);
+                let buf = self.buffer_at(span, "staged", &attr, Memory::Device, Owner::Attribute);
+                let how = staged_production(transfer);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: s,
+                        how,
+                    },
+                    span,
+                );
+                self.bind(attr, Value::Tensors(vec![buf]));
+            } else {
+                self.env.remove(&attr);
+            }
+        }
+        let inputs = self.tensor_buffers(&vals);
+        self.read_all(&inputs, span);
+        Value::Unknown
+    }
+
+    pub(super) fn api_call(
+        &mut self,
+        call: ApiCall,
+        qualified: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
+        let first = args.first();
+        match call {
+            ApiCall::StreamFactory => {
+                self.eval_args(args, keywords);
+                let display = match &self.binding {
+                    Some(n) => format!("`{n}`"),
+                    None => "a temporary stream".to_string(),
+                };
+                let expr = self
+                    .binding
+                    .clone()
+                    .unwrap_or_else(|| "torch.cuda.Stream()".into());
+                let origin = if self.at_import && self.main_guard == 0 {
+                    StreamOrigin::Global
+                } else if self.binding.is_some() {
+                    StreamOrigin::Created
+                } else {
+                    StreamOrigin::Temporary
+                };
+                let stream = Stream {
+                    display,
+                    expr,
+                    origin,
+                    span: Some(span),
+                };
+                Value::Stream(StreamId(
+                    self.site(span, "stream", |b| b.add_stream(stream).0),
+                ))
+            }
+            ApiCall::StreamContext => {
+                let Some(arg) = first.or_else(|| Expr::keyword(keywords, "stream")) else {
+                    return Value::StreamContext(None);
+                };
+                let v = self.eval(arg);
+                Value::StreamContext(self.stream_of(&v, arg))
+            }
+            ApiCall::CurrentStream => Value::Stream(self.current),
+            ApiCall::DefaultStream => Value::Stream(self.b.ambient()),
+            ApiCall::SetStream => {
+                if let Some(arg) = first {
+                    let v = self.eval(arg);
+                    if let Some(s) = self.stream_of(&v, arg) {
+                        let restored = self.restores_stream
+                            || self.restoring_try > 0
+                            || self.restore_follows.iter().any(|l| *l);
+                        self.b.push(
+                            OpKind::SetStream {
+                                stream: s,
+                                restored,
+                            },
+                            span,
+                        );
+                        self.current = s;
+                    }
+                }
+                Value::Unknown
+            }
+            ApiCall::EventFactory => {
+                self.eval_args(args, keywords);
+                let name = self.value_name("event");
+                let e = self.event_at(span, &name, true);
+                self.b.push(OpKind::NewEvent { event: e }, span);
+                Value::Event(e)
+            }
+            ApiCall::DeviceSynchronize | ApiCall::SynchronizeWrapper => {
+                self.eval_args(args, keywords);
+                self.b.push(OpKind::SyncDevice, span);
+                Value::Unknown
+            }
+            ApiCall::TensorFactory | ApiCall::TensorFromData => {
+                let vals = self.eval_args(args, keywords);
+                // `zeros_like(x)` follows `x`; a tensor of unknown place is taken to be on the device.
+                let like_host = vals.first().is_some_and(|v| {
+                    let b = v.buffers();
+                    !b.is_empty()
+                        && b.iter()
+                            .all(|b| self.b.body().buffer(*b).memory != Memory::Device)
+                });
+                let device = match Expr::keyword(keywords, "device") {
+                    Some(d) => self.target_of(d) == Target::Device,
+                    None => qualified.ends_with("_like") && !like_host,
+                };
+                let name = self.value_name("tensor");
+                // Placed on the device by an explicit `device=`, or like a tensor known to be there.
+                let explicit = Expr::keyword(keywords, "device").is_some()
+                    || vals.first().is_some_and(|v| {
+                        let b = v.local_tensors();
+                        !b.is_empty() && b.iter().all(|b| !self.unplaced.contains(b))
+                    });
+                if device {
+                    let non_blocking = is_true(Expr::keyword(keywords, "non_blocking"));
+                    let how = if call == ApiCall::TensorFromData {
+                        Production::HostToDevice { non_blocking }
+                    } else if explicit {
+                        Production::Allocate
+                    } else {
+                        Production::Compute
+                    };
+                    let v = self.produce(span, &name, Memory::Device, how);
+                    // Data from the host is copied in, blocking unless asked otherwise.
+                    if call == ApiCall::TensorFromData && !non_blocking {
+                        self.sync_current(span);
+                    }
+                    if !explicit {
+                        self.unplaced.extend(v.buffers());
+                    }
+                    v
+                } else {
+                    let pinned = is_true(Expr::keyword(keywords, "pin_memory"));
+                    let memory = if pinned {
+                        Memory::PinnedHost
+                    } else {
+                        Memory::PageableHost
+                    };
+                    self.produce(span, &name, memory, Production::Host)
+                }
+            }
+            ApiCall::TensorOp => {
+                // `torch.mm(a, b, out=c)` writes `c` in place and returns it: no new memory.
+                let out = Expr::keyword(keywords, "out").map(|o| self.eval(o));
+                let keywords: Vec<Keyword> = keywords
+                    .iter()
+                    .filter(|k| k.name.as_deref() != Some("out"))
+                    .cloned()
+                    .collect();
+                let vals = self.eval_args(args, &keywords);
+                if !args.is_empty() {
+                    self.confirm(&vals[..1]);
+                }
+                // `torch.split(x, ..)`, `torch.transpose(x, ..)`: views of `x`, as the methods.
+                let function = qualified.rsplit('.').next().unwrap_or(qualified);
+                if VIEW_METHODS.contains(&function)
+                    && !self.tensor_buffers(&vals[..vals.len().min(1)]).is_empty()
+                {
+                    return vals[0].clone();
+                }
+                let inputs = self.tensor_buffers(&vals);
+                self.read_all(&inputs, span);
+                match out {
+                    Some(out) if !self.tensor_buffers(std::slice::from_ref(&out)).is_empty() => {
+                        let written = self.tensor_buffers(std::slice::from_ref(&out));
+                        self.write_all(&written, span);
+                        out
+                    }
+                    _ => self.produce_result(&inputs, span),
+                }
+            }
+            ApiCall::Collective => {
+                let vals = self.eval_args(args, keywords);
+                let tensor_args = crate::api::collective_tensor_args(qualified);
+                let firsts: Vec<Value> = vals.iter().take(tensor_args).cloned().collect();
+                self.confirm(&firsts);
+                let tensors = self.tensor_buffers(&vals);
+                self.read_all(&tensors, span);
+                self.write_all(&tensors, span);
+                if !is_true(Expr::keyword(keywords, "async_op")) {
+                    return Value::Unknown;
+                }
+                // The process group keeps the tensors alive until the work completes.
+                for v in &vals {
+                    self.escape(v, EscapeKind::Container, span);
+                }
+                Value::Work(self.current)
+            }
+            ApiCall::RecordStreamWrapper => {
+                let vals = self.eval_args(args, keywords);
+                if let (Some(t), Some(s_expr)) = (vals.first(), args.get(1)) {
+                    if let Some(s) = self.stream_of(&vals[1], s_expr) {
+                        for buffer in t.buffers() {
+                            self.b
+                                .push(OpKind::RecordStream { buffer, stream: s }, span);
+                        }
+                    }
+                }
+                Value::Unknown
+            }
+            ApiCall::WaitStreamWrapper => {
+                let vals = self.eval_args(args, keywords);
+                if let (Some(a), Some(b)) = (args.first(), args.get(1)) {
+                    if let (Some(waiter), Some(waitee)) =
+                        (self.stream_of(&vals[0], a), self.stream_of(&vals[1], b))
+                    {
+                        self.b.push(OpKind::WaitStream { waiter, waitee }, span);
+                    }
+                }
+                Value::Unknown
+            }
+        }
+    }
+
+    /// Where a device argument (`"cuda:0"`, `torch.device("cpu")`, `device`, a dtype) points.
+    pub(super) fn target_of(&mut self, expr: &Expr) -> Target {
+        // `"cuda:0"`, and f-strings such as `f"cuda:{rank}"` by their leading text.
+        let bound = expr.dotted().and_then(|d| match self.env.get(&d) {
+            Some(Value::Text(t)) => Some(t.clone()),
+            _ => None,
+        });
+        let text = match expr {
+            Expr::Opaque { parts, .. } => parts.first().and_then(Expr::as_str).map(str::to_string),
+            other => other.as_str().map(str::to_string).or(bound),
+        };
+        if let Some(s) = text {
+            return if s.starts_with("cpu") {
+                Target::Host
+            } else {
+                Target::Device
+            };
+        }
+        if let Expr::Call { func, args, .. } = expr {
+            if func.dotted().is_some_and(|d| d.ends_with("device")) {
+                return args
+                    .first()
+                    .map(|a| self.target_of(a))
+                    .unwrap_or(Target::Device);
+            }
+        }
+        if let Some(d) = expr.dotted() {
+            let last = d.rsplit('.').next().unwrap_or(&d).to_ascii_lowercase();
+            if last.contains("cpu") || last.contains("host") {
+                return Target::Host;
+            }
+            if d.starts_with("torch.") && !d.contains("device") {
+                return Target::SameDevice;
+            }
+            if ["device", "dev", "gpu", "cuda", "rank"]
+                .iter()
+                .any(|k| last.contains(k))
+            {
+                return Target::Device;
+            }
+        }
+        match self.env.get(&expr.dotted().unwrap_or_default()) {
+            Some(Value::Tensors(_)) => Target::Device,
+            _ => Target::SameDevice,
+        }
+    }
+
+    pub(super) fn method_call(
+        &mut self,
+        recv: Value,
+        receiver: &Expr,
+        method: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
+        if CONTAINER_METHODS.contains(&method)
+            && !matches!(recv, Value::Stream(_) | Value::Event(_))
+        {
+            // `outputs.append(t)`, `queue.put(t)`: kept, not read.
+            let vals = self.eval_args(args, keywords);
+            if self.grow_local_list(receiver, &recv, method, &vals) {
+                return Value::Unknown;
+            }
+            for v in &vals {
+                self.escape(v, EscapeKind::Container, span);
+            }
+            return Value::Unknown;
+        }
+        if let (Expr::Name { id, .. }, "set_") = (receiver, method) {
+            // `t.set_(other_storage, ...)`: the name now views another tensor's memory.
+            let vals = self.eval_args(args, keywords);
+            let viewed = match vals.first() {
+                Some(Value::Storage(b)) => Value::Tensors(b.clone()),
+                Some(v @ (Value::Tensors(_) | Value::Param(_))) => v.clone(),
+                _ => Value::Unknown,
+            };
+            self.bind(id.clone(), viewed.clone());
+            return viewed;
+        }
+        match recv {
+            Value::Stream(s) => self.stream_method(s, receiver, method, args, keywords, span),
+            Value::Event(e) => self.event_method(e, method, args, keywords, span),
+            Value::Storage(buffers) => {
+                let vals = self.eval_args(args, keywords);
+                let to_zero = matches!(
+                    args.first(),
+                    Some(Expr::Constant {
+                        value: Constant::Int(0),
+                        ..
+                    })
+                );
+                if method == "resize_" && to_zero {
+                    for buffer in buffers {
+                        self.b.push(
+                            OpKind::Release {
+                                buffer,
+                                cause: ReleaseCause::StorageResize,
+                            },
+                            span,
+                        );
+                    }
+                }
+                drop(vals);
+                Value::Unknown
+            }
+            Value::Work(launched) => {
+                self.eval_args(args, keywords);
+                // `work.wait()` makes the current stream wait for the collective, which itself
+                // waited for the stream it was launched from.
+                if method == "wait" && launched != self.current {
+                    self.b.push(
+                        OpKind::WaitStream {
+                            waiter: self.current,
+                            waitee: launched,
+                        },
+                        span,
+                    );
+                }
+                Value::Unknown
+            }
+            Value::Tensors(_) => self.tensor_method(recv, method, args, keywords, span),
+            Value::Param(_)
+                if TENSOR_METHODS.contains(&method) || VIEW_METHODS.contains(&method) =>
+            {
+                self.tensor_method(recv, method, args, keywords, span)
+            }
+            Value::Group(_) if matches!(method, "values" | "items" | "keys" | "copy") => {
+                self.eval_args(args, keywords);
+                Value::tensors(recv.buffers())
+            }
+            Value::Unknown if makes_tensor(method) && !constructs_object(receiver) => {
+                // `self.next_input.cuda()`, `self.shard.new_empty(n)`: a tensor method on a
+                // value the analysis does not track makes a tensor it does.
+                self.tensor_method(Value::Unknown, method, args, keywords, span)
+            }
+            _ => {
+                let vals = self.eval_args(args, keywords);
+                if method == "pin_memory" {
+                    let name = self.value_name("pinned");
+                    return self.produce(span, &name, Memory::PinnedHost, Production::Host);
+                }
+                if method == "record_stream" {
+                    // `obj.record_stream(s)` on something not known as a tensor: not ours to judge.
+                    return Value::Unknown;
+                }
+                if matches!(receiver, Expr::Name { id, .. } if id == "self") {
+                    // `self.encoder(x)`: a submodule.
+                    return self.module_call(Some(method.to_string()), vals, args.len(), span);
+                }
+                if method.ends_with('_')
+                    && !method.starts_with('_')
+                    && TENSOR_METHODS.contains(&method)
+                {
+                    // `param._cpu_grad.copy_(g)`: an in-place tensor op on a tensor we do not
+                    // track; it reads its tensor arguments on the current stream.
+                    let inputs = self.tensor_buffers(&vals);
+                    self.read_all(&inputs, span);
+                    return Value::Unknown;
+                }
+                if THREAD_HAND_OFFS.contains(&method) {
+                    // `pool.submit(fn, t, event)`: the values go to code on another thread,
+                    // which orders its own streams; nothing runs on this one.
+                    for v in &vals {
+                        self.escape(v, EscapeKind::UnknownCallee, span);
+                    }
+                    return Value::Unknown;
+                }
+                if !self.tensor_buffers(&vals).is_empty() {
+                    // `attn.norm_out(h)`: a method given tensors, most often a submodule.
+                    return self.module_call(Some(method.to_string()), vals, args.len(), span);
+                }
+                // A method of some other object: it may keep its arguments.
+                for v in &vals {
+                    self.escape(v, EscapeKind::UnknownCallee, span);
+                }
+                Value::Unknown
+            }
+        }
+    }
+
+    /// A call of a module or callable object (`self.encoder(x)`, `model(x)`): its first
+    /// positional argument is a tensor. A backward function's results come from the streams the
+    /// forward ops ran on, not from the current one.
+    pub(super) fn module_call(
+        &mut self,
+        callee: Option<String>,
+        vals: Vec<Value>,
+        positional: usize,
+        span: Span,
+    ) -> Value {
+        if positional > 0 {
+            self.confirm(&vals[..1]);
+        }
+        let last = callee
+            .as_deref()
+            .and_then(|c| c.rsplit('.').next())
+            .unwrap_or("");
+        let kind = if last.contains("backward") || last == "grad" {
+            Callee::LocalFunction
+        } else {
+            Callee::Module
+        };
+        self.opaque_call(vals, span, kind)
+    }
+}

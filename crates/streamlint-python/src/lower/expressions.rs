@@ -1,0 +1,274 @@
+//! Expressions: what each kind of expression evaluates to (names, attributes of the object,
+//! subscripts, operators, comprehensions) and the operations it emits.
+
+use super::*;
+
+impl<'a> Lowerer<'a> {
+    pub(super) fn eval(&mut self, expr: &Expr) -> Value {
+        match expr {
+            Expr::Name { id, .. } => match self.env.get(id) {
+                Some(v) => v.clone(),
+                None => self.module_global(id),
+            },
+            Expr::Attribute { value, attr, .. } => self.attribute(expr, value, attr),
+            Expr::Call {
+                func,
+                args,
+                keywords,
+                span,
+            } => self.call(func, args, keywords, *span),
+            Expr::Constant {
+                value: Constant::None,
+                ..
+            } => Value::None,
+            Expr::Constant {
+                value: Constant::Str(s),
+                ..
+            } => Value::Text(s.clone()),
+            Expr::Constant { .. } => Value::Unknown,
+            Expr::Operator { op, operands, span } => {
+                let vals: Vec<Value> = operands.iter().map(|o| self.eval(o)).collect();
+                match op {
+                    Operator::MatMul | Operator::Arithmetic => {
+                        if *op == Operator::MatMul {
+                            self.confirm(&vals);
+                        }
+                        if !vals.iter().any(|v| self.is_tensor(v)) {
+                            return Value::Unknown;
+                        }
+                        let inputs = self.tensor_buffers(&vals);
+                        self.read_all(&inputs, *span);
+                        self.produce_result(&inputs, *span)
+                    }
+                    Operator::Identity | Operator::Is | Operator::IsNot => Value::Unknown,
+                    Operator::And | Operator::Or | Operator::Not => {
+                        for v in &vals {
+                            if !v.local_tensors().is_empty() {
+                                self.host_read(v, *span);
+                            }
+                        }
+                        Value::Unknown
+                    }
+                }
+            }
+            Expr::Subscript { value, index, span } => {
+                let v = self.eval(value);
+                let i = self.eval(index);
+                if matches!(v, Value::Unknown) {
+                    if let Some(text) = indexed_stream(value, index) {
+                        return Value::Stream(self.named_stream(&text));
+                    }
+                }
+                if self.is_tensor(&v) && self.is_tensor(&i) {
+                    // Indexing with a tensor gathers: a kernel that reads both.
+                    let mut inputs = v.buffers();
+                    inputs.extend(i.buffers());
+                    self.read_all(&inputs, *span);
+                    let name = self.value_name("result");
+                    return self.produce(*span, &name, Memory::Device, Production::Compute);
+                }
+                if self.is_tensor(&v) && matches!(i, Value::Param(_)) {
+                    // `blocks[slots]` with indices from the caller may gather (a read); the
+                    // result is kept as a view so that writes through it reach `blocks`.
+                    let inputs = self.tensor_buffers(std::slice::from_ref(&v));
+                    self.read_all(&inputs, *span);
+                }
+                match v {
+                    Value::Group(_) => Value::tensors(v.buffers()),
+                    Value::Tensors(_) | Value::Param(_) | Value::Stream(_) => v,
+                    _ => Value::Unknown,
+                }
+            }
+            Expr::Collection { elts, .. } => {
+                Value::Group(elts.iter().map(|e| self.eval(e)).collect())
+            }
+            Expr::Starred { value, .. } | Expr::Await { value, .. } => self.eval(value),
+            Expr::Yield { value, span } => {
+                if let Some(v) = value {
+                    let v = self.eval(v);
+                    self.hand_to_caller(&v, *span);
+                }
+                Value::Unknown
+            }
+            Expr::IfExp {
+                test, body, orelse, ..
+            } => match self.decided_flag(test) {
+                Some(true) => self.eval(body),
+                Some(false) => self.eval(orelse),
+                None => {
+                    self.eval(test);
+                    let a = self.eval(body);
+                    let b = self.eval(orelse);
+                    a.merge(&b)
+                }
+            },
+            Expr::Walrus {
+                target,
+                value,
+                span,
+            } => {
+                let v = self.eval(value);
+                self.assign(target, v.clone(), *span);
+                v
+            }
+            Expr::Comprehension {
+                elts, generators, ..
+            } => {
+                for g in generators {
+                    let it = self.eval(&g.iter);
+                    let element = self.element_of(&it, &g.target);
+                    self.assign(&g.target, element, g.target.span());
+                    for c in &g.conditions {
+                        self.eval(c);
+                    }
+                }
+                Value::Group(elts.iter().map(|e| self.eval(e)).collect())
+            }
+            Expr::Opaque { parts, .. } => {
+                for p in parts {
+                    self.eval(p);
+                }
+                Value::Unknown
+            }
+        }
+    }
+
+    pub(super) fn attribute(&mut self, expr: &Expr, owner: &Expr, attr: &str) -> Value {
+        if let Some(d) = expr.dotted() {
+            if let Some(v) = self.env.get(&d) {
+                return v.clone();
+            }
+            if let Some(v) = self.class_attribute(&d, expr.span()) {
+                self.bind(d, v.clone());
+                return v;
+            }
+        }
+        let base = self.eval(owner);
+        match attr {
+            "data" | "T" | "mT" | "H" => match base {
+                Value::Tensors(_) | Value::Param(_) => base,
+                _ => Value::Unknown,
+            },
+            "grad" => match self.env.get(GRADIENTS) {
+                Some(g) => g.clone(),
+                None => match base {
+                    Value::Param(_) | Value::Tensors(_) => base,
+                    _ => Value::Unknown,
+                },
+            },
+            _ => Value::Unknown,
+        }
+    }
+
+    /// What `self.x` holds at entry, from the class summary.
+    pub(super) fn class_attribute(&mut self, dotted: &str, span: Span) -> Option<Value> {
+        let kind = self.class?.attrs.get(dotted)?.clone();
+        Some(match kind {
+            AttrKind::Stream | AttrKind::StreamCache => Value::Stream(self.named_stream(dotted)),
+            AttrKind::AmbientStream => Value::Stream(self.b.ambient()),
+            AttrKind::Event => {
+                let e = self.attribute_event(dotted);
+                // Recorded by another method after what it stages: known as recorded at entry.
+                if let Some(stream) = self.class?.event_streams.get(dotted).cloned() {
+                    let s = self.named_stream(&stream);
+                    self.entry_ops.push((
+                        OpKind::RecordEvent {
+                            event: e,
+                            stream: s,
+                        },
+                        span,
+                    ));
+                }
+                Value::Event(e)
+            }
+            AttrKind::Host { pinned } => {
+                let memory = if pinned {
+                    Memory::PinnedHost
+                } else {
+                    Memory::PageableHost
+                };
+                let buf = self.attribute_buffer(dotted, memory);
+                let ambient = self.b.ambient();
+                self.entry_ops.push((
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: ambient,
+                        how: Production::Host,
+                    },
+                    span,
+                ));
+                Value::Tensors(vec![buf])
+            }
+            AttrKind::Tensor { stream, .. } if stream.is_empty() => {
+                let buf = self.attribute_buffer(dotted, Memory::Device);
+                let ambient = self.b.ambient();
+                self.entry_ops.push((
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: ambient,
+                        how: Production::Entry,
+                    },
+                    span,
+                ));
+                Value::Tensors(vec![buf])
+            }
+            AttrKind::Tensor { stream, transfer } => {
+                let s = self.named_stream(&stream);
+                let buf = self.attribute_buffer(dotted, Memory::Device);
+                let how = staged_production(transfer);
+                self.entry_ops.push((
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: s,
+                        how,
+                    },
+                    span,
+                ));
+                let class = self.class?;
+                let waits_here = class
+                    .methods
+                    .get(&self.method)
+                    .is_some_and(|m| m.orders(&stream));
+                if !waits_here && class.waited_elsewhere(&stream, &self.method) {
+                    // Another method orders the current stream after the producer; assume the
+                    // caller calls it first.
+                    let ambient = self.b.ambient();
+                    self.entry_ops.push((
+                        OpKind::WaitStream {
+                            waiter: ambient,
+                            waitee: s,
+                        },
+                        span,
+                    ));
+                }
+                Value::Tensors(vec![buf])
+            }
+        })
+    }
+
+    /// For a statement that calls a module function only forwarding to other calls, those
+    /// calls (see `wrappers`).
+    pub(super) fn forwarded_statements(&self, e: &Expr) -> Option<Vec<Stmt>> {
+        let Expr::Call {
+            func,
+            args,
+            keywords,
+            span,
+        } = e
+        else {
+            return None;
+        };
+        self.wrapper(func)?.inline_stmts(args, keywords, *span)
+    }
+
+    /// The module's forwarding function a call names (not shadowed by a local name).
+    pub(super) fn wrapper(&self, func: &Expr) -> Option<&'a Wrapper> {
+        let Expr::Name { id, .. } = func else {
+            return None;
+        };
+        if self.env.contains_key(id) {
+            return None;
+        }
+        self.cx.wrappers.get(id)
+    }
+}

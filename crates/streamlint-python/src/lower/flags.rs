@@ -1,0 +1,209 @@
+//! Flags: names whose tests agree on every path (`if overlap:` ... `if overlap:`), so that
+//! paths taking one branch of the first and the other of the second are not lowered.
+
+use super::*;
+
+/// Names a function body binds exactly once, to `True` or `False` (a disabled experiment, a
+/// feature switch): the branches they guard are decided. Nested functions are scopes of their
+/// own and are not looked into.
+pub(super) fn constant_flags(body: &[Stmt]) -> HashMap<String, bool> {
+    bindings(body)
+        .into_iter()
+        .filter_map(|(name, (count, value))| (count == 1).then_some((name, value?)))
+        .collect()
+}
+
+/// Every name `body` binds (assignments, loop and `with` targets, at any depth), with how many
+/// bindings and, for an assignment, the `True`/`False` it binds (if it is one).
+pub(super) fn bindings(body: &[Stmt]) -> HashMap<String, (usize, Option<bool>)> {
+    fn bind(
+        bound: &mut HashMap<String, (usize, Option<bool>)>,
+        target: &Expr,
+        value: Option<bool>,
+    ) {
+        match target {
+            Expr::Name { id, .. } => bound.entry(id.clone()).or_insert((0, value)).0 += 1,
+            // Unpacking binds each name to something not known here.
+            Expr::Collection { elts, .. } => elts.iter().for_each(|e| bind(bound, e, None)),
+            _ => {}
+        }
+    }
+    fn walk(stmts: &[Stmt], bound: &mut HashMap<String, (usize, Option<bool>)>) {
+        for s in stmts {
+            match s {
+                Stmt::Assign {
+                    targets,
+                    value,
+                    augmented,
+                    ..
+                } => {
+                    let constant = match value {
+                        Expr::Constant {
+                            value: Constant::Bool(b),
+                            ..
+                        } if !augmented => Some(*b),
+                        _ => None,
+                    };
+                    targets.iter().for_each(|t| bind(bound, t, constant));
+                }
+                Stmt::For { target, .. } => bind(bound, target, None),
+                Stmt::With { items, .. } => items
+                    .iter()
+                    .filter_map(|i| i.var.as_ref())
+                    .for_each(|v| bind(bound, v, None)),
+                // `global`/`nonlocal` and other statements bind nothing the walk can see;
+                // a name that is also bound elsewhere is not a flag.
+                _ => {}
+            }
+            s.blocks().into_iter().for_each(|block| walk(block, bound));
+        }
+    }
+    let mut bound = HashMap::new();
+    walk(body, &mut bound);
+    bound
+}
+
+/// The names that `if` and `elif` tests of `stmts` are (`if overlap:`, `if not overlap:`), at
+/// any depth of nested blocks but not in nested functions.
+pub(super) fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
+    for s in stmts {
+        if let Stmt::If { test, .. } = s {
+            let flag = match test {
+                Expr::Operator {
+                    op: Operator::Not,
+                    operands,
+                    ..
+                } => operands.first(),
+                other => Some(other),
+            };
+            if let Some(key) = flag.and_then(flag_key) {
+                out.push(key);
+            }
+        }
+        s.blocks()
+            .into_iter()
+            .for_each(|block| tested_flags(block, out));
+    }
+}
+
+/// The name under which a test is a flag: a local name (`overlap`) or a setting's getter
+/// (`envs.USE_MULTI_STREAM.get()`). Two tests with one key agree within a block that does not
+/// assign it; attributes and other calls can change in between, so they are not flags.
+pub(super) fn flag_key(test: &Expr) -> Option<String> {
+    match test {
+        Expr::Name { id, .. } => Some(id.clone()),
+        Expr::Call {
+            func,
+            args,
+            keywords,
+            ..
+        } if args.is_empty() && keywords.is_empty() => {
+            let getter = func
+                .dotted()
+                .filter(|d| !d.starts_with("self.") && d.ends_with(".get"))?;
+            Some(format!("{getter}()"))
+        }
+        _ => None,
+    }
+}
+
+pub(super) fn assigns(stmts: &[Stmt], name: &str) -> bool {
+    bindings(stmts).contains_key(name)
+}
+
+/// Correlated tests split the paths at most this many times per function (each split lowers
+/// the rest of its block twice).
+pub(super) const MAX_FLAG_SPLITS: usize = 2;
+
+impl<'a> Lowerer<'a> {
+    /// The value a test of flags (`overlap`, `not overlap`, `overlap and x`) takes on the path
+    /// being lowered, if the flags decide it without evaluating anything else: `and` and `or`
+    /// only by their first operand (which short-circuits the rest) or by all of them.
+    pub(super) fn decided_flag(&self, test: &Expr) -> Option<bool> {
+        let Expr::Operator { op, operands, .. } = test else {
+            return self.flags.get(&flag_key(test)?).copied();
+        };
+        let short_circuit = match op {
+            Operator::Not => return self.decided_flag(operands.first()?).map(|v| !v),
+            Operator::Is => return self.decided_none_test(operands),
+            Operator::IsNot => return self.decided_none_test(operands).map(|v| !v),
+            Operator::And => false,
+            Operator::Or => true,
+            _ => return None,
+        };
+        let first = self.decided_flag(operands.first()?);
+        if first == Some(short_circuit) {
+            return first;
+        }
+        let all: Option<Vec<bool>> = operands.iter().map(|e| self.decided_flag(e)).collect();
+        all.map(|values| values.contains(&short_circuit) == short_circuit)
+    }
+
+    /// `x is None` where the name holds a stream (`stream = get_side_stream()`) or `None`. A
+    /// stream that may be `None` on some path counts as there: such tests guard whether the
+    /// program uses a side stream at all, and the paths without it have no stream work to judge.
+    /// Other values (events, tensors) keep both paths.
+    pub(super) fn decided_none_test(&self, operands: &[Expr]) -> Option<bool> {
+        let [x, Expr::Constant {
+            value: Constant::None,
+            ..
+        }] = operands
+        else {
+            return None;
+        };
+        match self.env.get(&x.dotted()?)? {
+            Value::Stream(_) => Some(false),
+            Value::None => Some(true),
+            _ => None,
+        }
+    }
+
+    /// A name that the first of `stmts` tests (`if overlap:`, also in a nested `if` or an
+    /// `elif`) and a later statement of the same block tests again, with no assignment to it in
+    /// the block: the two tests agree, so the paths that take one branch of the first and the
+    /// other of the second cannot run.
+    pub(super) fn correlated_flag(&self, stmts: &[Stmt]) -> Option<String> {
+        if self.flag_splits >= MAX_FLAG_SPLITS {
+            return None;
+        }
+        let (first, rest) = stmts.split_first()?;
+        let mut here = Vec::new();
+        tested_flags(std::slice::from_ref(first), &mut here);
+        here.retain(|n| !self.flags.contains_key(n));
+        if here.is_empty() {
+            return None;
+        }
+        let mut later = Vec::new();
+        tested_flags(rest, &mut later);
+        here.into_iter()
+            .find(|n| later.contains(n) && !assigns(stmts, n))
+    }
+
+    /// Lower `stmts` once with `flag` true and once with it false, and join: its tests agree
+    /// on each path.
+    pub(super) fn split_on(&mut self, flag: String, stmts: &[Stmt]) {
+        self.flag_splits += 1;
+        let from = self.b.current();
+        let (env, current, produced) = (self.env.clone(), self.current, self.produced.clone());
+        let mut ends = Vec::new();
+        let mut produced_on_some_path = produced.clone();
+        for value in [true, false] {
+            self.branch(from);
+            self.env = env.clone();
+            self.current = current;
+            self.produced = produced.clone();
+            self.flags.insert(flag.clone(), value);
+            self.stmts(stmts);
+            self.flags.remove(&flag);
+            produced_on_some_path.extend(self.produced.iter().copied());
+            ends.push((self.b.current(), std::mem::take(&mut self.env)));
+        }
+        let join = self.b.new_block();
+        for (end, _) in &ends {
+            self.b.edge(*end, join);
+        }
+        self.b.switch_to(join);
+        self.env = merge_env(&ends[0].1, &ends[1].1);
+        self.produced = produced_on_some_path;
+    }
+}

@@ -1,0 +1,287 @@
+//! Loops and what they bind: elements of the caller's containers, lists the function filled,
+//! `zip` and `enumerate`.
+
+use super::*;
+
+/// What a `for` loop binds on each iteration.
+#[derive(Clone)]
+pub(super) struct LoopTarget<'e> {
+    pub(super) target: &'e Expr,
+    pub(super) element: Value,
+    /// The iterated collection is known to hold items (a list the function filled).
+    pub(super) at_least_once: bool,
+}
+
+/// Loops nested deeper than this are lowered in one pass (no trial pass for loop-carried names).
+pub(super) const MAX_TRIAL_LOOP_DEPTH: usize = 3;
+
+impl<'a> Lowerer<'a> {
+    pub(super) fn lower_loop(
+        &mut self,
+        test: Option<&Expr>,
+        target: Option<LoopTarget<'_>>,
+        body: &[Stmt],
+        orelse: &[Stmt],
+        span: Span,
+    ) {
+        // A trial pass finds what names hold at the end of an iteration, so that reads at the
+        // top of the body see values from the previous iteration too.
+        // Loops nested in a trial pass get no trial of their own: the outer trial only needs an
+        // approximate end-of-iteration environment, and nested trials would double the work at
+        // every level.
+        if self.loop_depth < MAX_TRIAL_LOOP_DEPTH && !self.in_trial {
+            let cp = self.b.checkpoint();
+            let before = self.env.clone();
+            let entry_ops = self.entry_ops.len();
+            let splits = self.flag_splits;
+            self.in_trial = true;
+            let _ = self.loop_body(test, target.clone(), body, span);
+            self.in_trial = false;
+            // The real pass may split where the trial did.
+            self.flag_splits = splits;
+            let carried = merge_env(&before, &self.env);
+            self.b.rollback(cp);
+            self.entry_ops.truncate(entry_ops);
+            self.env = carried;
+        }
+        let (after, done) = self.loop_body(test, target, body, span);
+        let exit_env = self.env.clone();
+        self.b.switch_to(after);
+        self.stmts(orelse);
+        let join = self.b.new_block();
+        let end = self.b.current();
+        self.b.edge(end, join);
+        self.b.edge(done, join);
+        self.b.switch_to(join);
+        self.env = merge_env(&exit_env, &self.env);
+    }
+
+    /// Lower one loop: head, body, back edge. Returns the block where the loop exits normally
+    /// (its `else` clause runs there) and the block `break` jumps to.
+    pub(super) fn loop_body(
+        &mut self,
+        test: Option<&Expr>,
+        target: Option<LoopTarget<'_>>,
+        body: &[Stmt],
+        span: Span,
+    ) -> (BlockId, BlockId) {
+        let from = self.b.current();
+        let head = self.branch(from);
+        if let Some(t) = test {
+            let v = self.eval(t);
+            if !v.local_tensors().is_empty() {
+                self.host_read(&v, span);
+            }
+        }
+        let head_end = self.b.current();
+        let head_env = self.env.clone();
+        let after = self.b.new_block();
+        let done = self.b.new_block();
+        let at_least_once = target.as_ref().is_some_and(|t| t.at_least_once);
+        if !at_least_once {
+            self.b.edge(head_end, after);
+        }
+        self.branch(head_end);
+        if let Some(t) = target {
+            self.assign(t.target, t.element, t.target.span());
+        }
+        self.loops.push((head, done));
+        self.loop_depth += 1;
+        self.stmts(body);
+        self.loop_depth -= 1;
+        self.loops.pop();
+        let end = self.b.current();
+        self.b.edge(end, head);
+        if at_least_once {
+            // The loop ends after an iteration, never before the first.
+            self.b.edge(end, after);
+        }
+        self.env = merge_env(&head_env, &self.env);
+        (after, done)
+    }
+
+    /// Does a `for` loop over `iter` go through a list this function filled (`for t in outs`,
+    /// `for t, d in zip(outs, devices)`)?
+    pub(super) fn iterates_filled_list(&mut self, iter: &Expr) -> bool {
+        let sequences: &[Expr] = match iter {
+            Expr::Call { func, args, .. }
+                if matches!(func.dotted().as_deref(), Some("zip" | "enumerate")) =>
+            {
+                args
+            }
+            other => std::slice::from_ref(other),
+        };
+        sequences.iter().any(|seq| {
+            matches!(seq, Expr::Name { id, .. }
+                if matches!(self.env.get(id), Some(Value::Group(items)) if !items.is_empty()))
+        })
+    }
+
+    /// What a `for` loop over `iter` binds to `target`. `zip(a, b)` and `enumerate(a)` give
+    /// each name of a tuple target the elements of its own sequence.
+    pub(super) fn loop_element(&mut self, iter: &Expr, target: &Expr) -> Value {
+        let call = match iter {
+            Expr::Call {
+                func,
+                args,
+                keywords,
+                ..
+            } if keywords.is_empty() => Some((func.dotted(), args)),
+            _ => None,
+        };
+        let names = match target {
+            Expr::Collection { elts, .. } => elts.as_slice(),
+            _ => &[],
+        };
+        match call {
+            Some((Some(f), _)) if f == "range" => {
+                self.eval(iter);
+                Value::Unknown
+            }
+            Some((Some(f), args)) if f == "zip" && args.len() == names.len() => {
+                let parts = args
+                    .iter()
+                    .zip(names)
+                    .map(|(a, n)| {
+                        let seq = self.eval(a);
+                        self.element_of(&seq, n)
+                    })
+                    .collect();
+                Value::Group(parts)
+            }
+            Some((Some(f), args)) if f == "enumerate" && args.len() == 1 && names.len() == 2 => {
+                let seq = self.eval(&args[0]);
+                Value::Group(vec![Value::Unknown, self.element_of(&seq, &names[1])])
+            }
+            _ => {
+                let it = self.eval(iter);
+                self.element_of(&it, target)
+            }
+        }
+    }
+
+    /// What iterating `it` binds to `target`: elements of our tensors, or values the caller
+    /// made before the call.
+    pub(super) fn element_of(&mut self, it: &Value, target: &Expr) -> Value {
+        match it {
+            // A list of tuples (`staged.append((t, host))`): a tuple target takes each
+            // position from every item.
+            Value::Group(items) if matches!(target, Expr::Collection { .. }) => {
+                let width = match items.first() {
+                    Some(Value::Group(first)) => first.len(),
+                    _ => 0,
+                };
+                let same_width = width > 0
+                    && items
+                        .iter()
+                        .all(|i| matches!(i, Value::Group(g) if g.len() == width));
+                if !same_width {
+                    return Value::tensors(it.buffers());
+                }
+                Value::Group(
+                    (0..width)
+                        .map(|k| {
+                            let mut held: Vec<BufferId> = items
+                                .iter()
+                                .flat_map(|i| match i {
+                                    Value::Group(g) => g[k].buffers(),
+                                    _ => Vec::new(),
+                                })
+                                .collect();
+                            held.sort();
+                            held.dedup();
+                            Value::tensors(held)
+                        })
+                        .collect(),
+                )
+            }
+            Value::Tensors(_) | Value::Group(_) => Value::tensors(it.buffers()),
+            Value::Param(_) | Value::Unknown => {
+                // Elements of one caller container are one value, however many loops visit it
+                // and whatever each loop calls it.
+                let (name, site) = match it {
+                    Value::Param(container) => (
+                        format!("{}[…]", self.b.body().buffer(*container).name),
+                        (Span::default(), format!("element-of:{}", container.0)),
+                    ),
+                    _ => (
+                        binding_name(target).unwrap_or_else(|| "element".into()),
+                        (target.span(), "element".to_string()),
+                    ),
+                };
+                let buf = self.buffer_at(site.0, &site.1, &name, Memory::Device, Owner::Caller);
+                // The elements of an argument are the caller's too.
+                if let Value::Param(container) = it {
+                    if self.param_buffers.contains(container) && !self.param_buffers.contains(&buf)
+                    {
+                        self.param_buffers.push(buf);
+                    }
+                }
+                let ambient = self.b.ambient();
+                let host = binding_name(target).is_some_and(|n| host_named(&n));
+                let produce = OpKind::Produce {
+                    buffer: buf,
+                    stream: ambient,
+                    how: if host {
+                        Production::Host
+                    } else {
+                        Production::Entry
+                    },
+                };
+                if !self.entry_ops.iter().any(|(k, _)| *k == produce) {
+                    self.entry_ops.push((produce, target.span()));
+                }
+                Value::Param(buf)
+            }
+            _ => Value::Unknown,
+        }
+    }
+
+    /// `staged.append((t, host))` on a list this function made (`staged = []`): the list now
+    /// holds the value, so a later loop over it gets it back (a free through the list is a
+    /// free of the tensor). Where the list goes, its items go (returned, stored, passed on).
+    pub(super) fn grow_local_list(
+        &mut self,
+        receiver: &Expr,
+        list: &Value,
+        method: &str,
+        vals: &[Value],
+    ) -> bool {
+        let Expr::Name { id, .. } = receiver else {
+            return false;
+        };
+        let added: Vec<Value> = match (method, vals) {
+            ("append", [v]) | ("insert", [_, v]) => vec![v.clone()],
+            ("extend", [Value::Group(items)]) => items.clone(),
+            _ => return false,
+        };
+        let grown = match list {
+            Value::Group(items) => {
+                // Abstract items: one per shape (a tuple of n, or a single value), so that what
+                // a loop appends on every iteration is one item holding what any of them held.
+                let mut items = items.clone();
+                for v in added {
+                    let width = |x: &Value| match x {
+                        Value::Group(g) => Some(g.len()),
+                        _ => None,
+                    };
+                    match items.iter_mut().find(|i| width(i) == width(&v)) {
+                        Some(same) => *same = same.merge(&v),
+                        None => items.push(v),
+                    }
+                }
+                Value::Group(items)
+            }
+            Value::Tensors(held) => {
+                let mut all = held.clone();
+                all.extend(added.iter().flat_map(Value::buffers));
+                all.sort();
+                all.dedup();
+                Value::Tensors(all)
+            }
+            _ => return false,
+        };
+        self.bind(id.clone(), grown);
+        true
+    }
+}

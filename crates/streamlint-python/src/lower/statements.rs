@@ -1,0 +1,475 @@
+//! Statements: assignments, `with` blocks, returns, deletes, branches.
+
+use super::*;
+
+impl<'a> Lowerer<'a> {
+    pub(super) fn stmt(&mut self, stmt: &Stmt) {
+        match stmt {
+            Stmt::Def(f) => {
+                self.bind(f.name.clone(), Value::Unknown);
+            }
+            Stmt::Class(c) => {
+                self.bind(c.name.clone(), Value::Unknown);
+            }
+            Stmt::Return { value, .. } if self.inlining() => {
+                let v = value.as_ref().map_or(Value::None, |v| self.eval(v));
+                self.inline_return(v);
+            }
+            Stmt::Return { value, span } => {
+                if let Some(v) = value {
+                    let v = self.eval(v);
+                    self.hand_to_caller(&v, *span);
+                }
+                self.jump(self.exit);
+            }
+            Stmt::Delete { targets, span } => {
+                for t in targets {
+                    if let Expr::Name { id, .. } = t {
+                        self.release_name(id, &[], ReleaseCause::Delete, *span);
+                        self.env.remove(id);
+                    }
+                }
+            }
+            Stmt::Assign {
+                targets,
+                value,
+                augmented,
+                span,
+            } => self.assign_stmt(targets, value, *augmented, *span),
+            Stmt::For {
+                target,
+                iter,
+                body,
+                orelse,
+                span,
+            } => {
+                // A loop over a list known to hold items runs its body at least once.
+                let at_least_once = self.iterates_filled_list(iter);
+                let element = self.loop_element(iter, target);
+                let loop_target = LoopTarget {
+                    target,
+                    element,
+                    at_least_once,
+                };
+                self.lower_loop(None, Some(loop_target), body, orelse, *span);
+            }
+            Stmt::While {
+                test,
+                body,
+                orelse,
+                span,
+            } => self.lower_loop(Some(test), None, body, orelse, *span),
+            Stmt::If {
+                test,
+                body,
+                orelse,
+                span,
+            } => {
+                // Guards that are constant on CUDA: lower only the branch CUDA takes.
+                let decided = self
+                    .cx
+                    .api
+                    .cuda_truth(test, self.cx.imports)
+                    .or_else(|| self.decided_flag(test));
+                match decided {
+                    Some(true) => return self.stmts(body),
+                    Some(false) => return self.stmts(orelse),
+                    None => {}
+                }
+                if is_main_guard(test) {
+                    self.main_guard += 1;
+                    self.stmts(body);
+                    self.main_guard -= 1;
+                    return self.stmts(orelse);
+                }
+                // `if use_side_stream: main.wait_stream(side)`: the guard goes with whether the
+                // stream exists at all, which the analysis cannot see; take the edge as made.
+                if orelse.is_empty() && !body.is_empty() && body.iter().all(is_ordering_stmt) {
+                    self.eval(test);
+                    return self.stmts(body);
+                }
+                let t = self.eval(test);
+                if !t.local_tensors().is_empty() {
+                    self.host_read(&t, *span);
+                }
+                let from = self.b.current();
+                let before = self.env.clone();
+                let before_current = self.current;
+                self.branch(from);
+                self.stmts(body);
+                let (then_end, then_env) =
+                    (self.b.current(), std::mem::replace(&mut self.env, before));
+                let then_current = std::mem::replace(&mut self.current, before_current);
+                self.branch(from);
+                self.stmts(orelse);
+                let else_end = self.b.current();
+                // A stream set on one branch only (a first call making its own stream current)
+                // is not known to be current after the `if`: keep the one before it.
+                if then_current != self.current {
+                    self.current = before_current;
+                }
+                let join = self.b.new_block();
+                self.b.edge(then_end, join);
+                self.b.edge(else_end, join);
+                self.b.switch_to(join);
+                self.env = merge_env(&then_env, &self.env);
+            }
+            Stmt::With { items, body, .. } => {
+                let saved = self.current;
+                let outer_blocks = self.stream_blocks.len();
+                let mut acquired = Vec::new();
+                for item in items {
+                    self.entering_context = true;
+                    let v = self.eval(&item.context);
+                    self.entering_context = false;
+                    let v = self.stream_context_by_shape(v, &item.context);
+                    match v {
+                        Value::StreamContext(Some(s)) | Value::Stream(s) => {
+                            self.current = s;
+                            let start = self.b.current();
+                            self.stream_blocks.push((s, item.context.span(), start));
+                        }
+                        _ => {
+                            acquired.extend(self.acquired_streams(&item.context));
+                            if let Some(var) = &item.var {
+                                self.assign(var, Value::Unknown, item.context.span());
+                            }
+                        }
+                    }
+                }
+                acquired.retain(|(s, _)| *s != saved);
+                for &(s, span) in &acquired {
+                    self.b.push(
+                        OpKind::WaitStream {
+                            waiter: s,
+                            waitee: saved,
+                        },
+                        span,
+                    );
+                }
+                self.stmts(body);
+                self.stream_blocks.truncate(outer_blocks);
+                self.current = saved;
+                for &(s, span) in &acquired {
+                    self.b.push(
+                        OpKind::WaitStream {
+                            waiter: saved,
+                            waitee: s,
+                        },
+                        span,
+                    );
+                }
+            }
+            Stmt::Try {
+                body,
+                handlers,
+                orelse,
+                finalbody,
+                ..
+            } => {
+                let restoring = self.cx.sets_stream(finalbody);
+                self.restoring_try += usize::from(restoring);
+                let from = self.b.current();
+                let before = self.env.clone();
+                self.branch(from);
+                self.stmts(body);
+                self.stmts(orelse);
+                let body_end = self.b.current();
+                let mut ends = vec![body_end];
+                let mut envs = vec![self.env.clone()];
+                let handler_env = merge_env(&before, &self.env);
+                for h in handlers {
+                    self.env = handler_env.clone();
+                    let start = self.branch(from);
+                    self.b.edge(body_end, start);
+                    self.stmts(h);
+                    ends.push(self.b.current());
+                    envs.push(self.env.clone());
+                }
+                let join = self.b.new_block();
+                for e in ends {
+                    self.b.edge(e, join);
+                }
+                self.b.switch_to(join);
+                self.env = envs
+                    .iter()
+                    .skip(1)
+                    .fold(envs[0].clone(), |acc, e| merge_env(&acc, e));
+                self.stmts(finalbody);
+                self.restoring_try -= usize::from(restoring);
+            }
+            Stmt::Match { subject, cases } => {
+                self.eval(subject);
+                let from = self.b.current();
+                let before = self.env.clone();
+                let join = self.b.new_block();
+                let mut merged: Option<Env> = None;
+                for case in cases {
+                    self.env = before.clone();
+                    self.branch(from);
+                    self.stmts(case);
+                    let end = self.b.current();
+                    self.b.edge(end, join);
+                    merged = Some(match merged {
+                        Some(m) => merge_env(&m, &self.env),
+                        None => self.env.clone(),
+                    });
+                }
+                self.b.edge(from, join);
+                self.b.switch_to(join);
+                self.env = merge_env(&before, &merged.unwrap_or_default());
+            }
+            Stmt::Raise => self.dead_end(),
+            Stmt::Import { names } | Stmt::ImportFrom { names, .. } => {
+                for (name, alias) in names {
+                    let bound = alias
+                        .clone()
+                        .unwrap_or_else(|| name.split('.').next().unwrap_or(name).to_string());
+                    self.env.remove(&bound);
+                }
+            }
+            Stmt::Expr(e) => match self.forwarded_statements(e) {
+                Some(stmts) => self.stmts(&stmts),
+                None => {
+                    self.eval(e);
+                }
+            },
+            Stmt::Break => {
+                if let Some(&(_, brk)) = self.loops.last() {
+                    self.jump(brk);
+                }
+            }
+            Stmt::Continue => {
+                if let Some(&(head, _)) = self.loops.last() {
+                    self.jump(head);
+                }
+            }
+            Stmt::Other => {}
+        }
+    }
+
+    /// `with device_module.stream(s):` through a handle the model does not know: a `.stream(..)`
+    /// method given a stream is a stream context.
+    pub(super) fn stream_context_by_shape(&mut self, value: Value, context: &Expr) -> Value {
+        if !matches!(value, Value::Unknown) {
+            return value;
+        }
+        let Expr::Call { func, args, .. } = context else {
+            return value;
+        };
+        let (Expr::Attribute { attr, .. }, Some(arg)) = (func.as_ref(), args.first()) else {
+            return value;
+        };
+        if attr != "stream" {
+            return value;
+        }
+        let stream = match arg.dotted().and_then(|d| self.env.get(&d).cloned()) {
+            Some(Value::Stream(s)) => Some(s),
+            _ => arg
+                .dotted()
+                .filter(|d| d.to_ascii_lowercase().contains("stream"))
+                .map(|d| self.named_stream(&d)),
+        };
+        stream.map_or(value, |s| Value::StreamContext(Some(s)))
+    }
+
+    /// Streams handed to a context manager the analysis does not know
+    /// (`with stream_acquire_context(self.stream, self.event):`). Such helpers exist to order
+    /// the stream with the caller's; the analysis takes them to wait for the current stream on
+    /// entry and to make the current stream wait for them on exit.
+    pub(super) fn acquired_streams(&mut self, context: &Expr) -> Vec<(StreamId, Span)> {
+        let Expr::Call {
+            func,
+            args,
+            keywords,
+            span,
+        } = context
+        else {
+            return Vec::new();
+        };
+        if self
+            .cx
+            .imports
+            .qualify(func)
+            .is_some_and(|q| q.ends_with("cuda.graph"))
+        {
+            // Graph capture synchronizes the device before it starts.
+            self.b.push(OpKind::SyncDevice, *span);
+        }
+        let mut out = Vec::new();
+        for a in args.iter().chain(keywords.iter().map(|k| &k.value)) {
+            if let Some(Value::Stream(s)) = a.dotted().and_then(|d| self.env.get(&d).cloned()) {
+                out.push((s, *span));
+            } else if let Some(d) = a
+                .dotted()
+                .filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream")))
+            {
+                let s = self.named_stream(&d);
+                out.push((s, *span));
+            }
+        }
+        out
+    }
+
+    pub(super) fn assign_stmt(
+        &mut self,
+        targets: &[Expr],
+        value: &Expr,
+        augmented: bool,
+        span: Span,
+    ) {
+        if augmented {
+            let v = self.eval(value);
+            let t = self.eval(&targets[0]);
+            let written = t.local_tensors();
+            if !written.is_empty() {
+                self.read_all(&v.buffers(), span);
+                self.write_all(&written, span);
+            }
+            return;
+        }
+        // `a, b = x, y`: pair the elements.
+        if let (Some(Expr::Collection { elts: names, .. }), Expr::Collection { elts: values, .. }) =
+            (targets.first(), value)
+        {
+            if targets.len() == 1 && names.len() == values.len() {
+                let vals: Vec<Value> = values.iter().map(|v| self.eval(v)).collect();
+                for (n, v) in names.iter().zip(vals) {
+                    self.assign(n, v, span);
+                }
+                return;
+            }
+        }
+        if let Some(module) = self.cx.device_module(value) {
+            for t in targets {
+                if let Expr::Name { id, .. } = t {
+                    self.bind(id.clone(), Value::Module(module.clone()));
+                }
+            }
+            return;
+        }
+        self.binding = targets.first().and_then(binding_name);
+        let v = self.eval(value);
+        self.binding = None;
+        self.fresh_value = true;
+        for t in targets {
+            self.assign(t, v.clone(), span);
+        }
+        self.fresh_value = false;
+    }
+
+    pub(super) fn assign(&mut self, target: &Expr, value: Value, span: Span) {
+        match target {
+            Expr::Name { id, .. } => {
+                if let Value::Stream(s) = value {
+                    let stream = self.b.stream_mut(s);
+                    if stream.origin == StreamOrigin::Temporary {
+                        stream.origin = StreamOrigin::Created;
+                        stream.display = format!("`{id}`");
+                        stream.expr = id.clone();
+                    }
+                }
+                let keep = value.buffers();
+                self.release_name(id, &keep, ReleaseCause::Rebind, span);
+                self.remember_global(id, &value);
+                self.bind(id.clone(), value);
+            }
+            Expr::Attribute {
+                value: owner, attr, ..
+            } => {
+                if attr == "data" {
+                    if let Expr::Name { id, .. } = owner.as_ref() {
+                        if let Some(old) = self.env.get(id).cloned() {
+                            for buffer in old.buffers() {
+                                self.b.push(
+                                    OpKind::Release {
+                                        buffer,
+                                        cause: ReleaseCause::DataAssign,
+                                    },
+                                    span,
+                                );
+                            }
+                            self.bind(id.clone(), value);
+                            return;
+                        }
+                    }
+                }
+                self.escape(&value, EscapeKind::Attribute, span);
+                if let Some(d) = target.dotted() {
+                    self.bind(d, value);
+                }
+            }
+            Expr::Subscript {
+                value: container,
+                index,
+                ..
+            } => {
+                let c = self.eval(container);
+                self.eval(index);
+                let written = c.local_tensors();
+                if written.is_empty() {
+                    self.escape(&value, EscapeKind::Container, span);
+                } else {
+                    let inputs = self.tensor_buffers(std::slice::from_ref(&value));
+                    self.read_all(&inputs, span);
+                    self.write_all(&written, span);
+                }
+            }
+            Expr::Collection { elts, .. } => {
+                let parts = match &value {
+                    Value::Group(items) if items.len() == elts.len() => items.clone(),
+                    Value::Tensors(b) if b.len() == 1 && self.fresh_value => {
+                        self.split_result(b[0], elts, span)
+                    }
+                    other => vec![other.clone(); elts.len()],
+                };
+                for (e, v) in elts.iter().zip(parts) {
+                    self.assign(e, v, span);
+                }
+            }
+            Expr::Starred { value: inner, .. } => self.assign(inner, value, span),
+            _ => {}
+        }
+    }
+
+    /// `values, indices = x.topk(k)`: an op that returns several tensors makes one buffer per
+    /// name, each produced where the first one was.
+    pub(super) fn split_result(
+        &mut self,
+        first: BufferId,
+        names: &[Expr],
+        span: Span,
+    ) -> Vec<Value> {
+        // Only a result made by this very statement; views (`unbind`, `split`) share memory.
+        let just_made = match self.b.body().ops.last().map(|op| &op.kind) {
+            Some(OpKind::Produce {
+                buffer,
+                stream,
+                how,
+            }) if *buffer == first => Some((*stream, *how)),
+            _ => None,
+        };
+        let Some((stream, how)) = just_made else {
+            return vec![Value::Tensors(vec![first]); names.len()];
+        };
+        let info = self.b.body().buffer(first).clone();
+        let mut parts = vec![Value::Tensors(vec![first])];
+        for (i, n) in names.iter().enumerate().skip(1) {
+            let name = n.dotted().unwrap_or_else(|| format!("{}[{i}]", info.name));
+            let buf = self.buffer_at(n.span(), "part", &name, info.memory, info.owner);
+            self.b.push(
+                OpKind::Produce {
+                    buffer: buf,
+                    stream,
+                    how,
+                },
+                span,
+            );
+            if self.unplaced.contains(&first) {
+                self.unplaced.insert(buf);
+            }
+            parts.push(Value::Tensors(vec![buf]));
+        }
+        parts
+    }
+}

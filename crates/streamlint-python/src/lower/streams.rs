@@ -1,0 +1,219 @@
+//! Stream and event methods (`wait_stream`, `record_event`, `record`, `wait`), and values that
+//! are streams or events by the methods called on them.
+
+use super::*;
+
+/// `streams[i]`, `self.comm_streams[rank]`: one stream of a collection of streams, named by the
+/// text of the indexing, so that indexing again with the same name gives the same stream.
+pub(super) fn indexed_stream(container: &Expr, index: &Expr) -> Option<String> {
+    let base = container.dotted()?;
+    let last = base.rsplit('.').next().unwrap_or(&base);
+    if !last.to_ascii_lowercase().contains("stream") {
+        return None;
+    }
+    let key = match index {
+        Expr::Constant {
+            value: Constant::Int(n),
+            ..
+        } => n.to_string(),
+        other => other.dotted()?,
+    };
+    Some(format!("{base}[{key}]"))
+}
+
+impl<'a> Lowerer<'a> {
+    /// A receiver whose kind is not known, classified by the method called on it: only streams
+    /// have `wait_stream`, and an event-named value that is recorded or waited on is an event.
+    pub(super) fn duck_type(
+        &mut self,
+        recv: Value,
+        receiver: &Expr,
+        method: &str,
+        args_len: usize,
+    ) -> Value {
+        if !matches!(recv, Value::Unknown | Value::Param(_)) {
+            return recv;
+        }
+        let Some(name) = receiver.dotted() else {
+            return recv;
+        };
+        let last = name
+            .rsplit('.')
+            .next()
+            .unwrap_or(&name)
+            .to_ascii_lowercase();
+        let stream_like = last.contains("stream");
+        let event_like = last.contains("event")
+            || last == "ev"
+            || last.ends_with("_ev")
+            || last.ends_with("_evt")
+            // `ready.record()` on a local: only events record themselves with no argument.
+            || (method == "record" && args_len == 0 && !name.contains('.'));
+        match method {
+            "wait_stream" | "wait_event" | "record_event" => {
+                Value::Stream(self.named_stream(&name))
+            }
+            "synchronize" if stream_like => Value::Stream(self.named_stream(&name)),
+            "record" | "wait" | "synchronize" | "query" if event_like => {
+                let event = Value::Event(self.attribute_event(&name));
+                // `ev = make_event(); ev.record(s); return ev`: the name holds the event from
+                // here on.
+                if let Expr::Name { id, .. } = receiver {
+                    self.bind(id.clone(), event.clone());
+                }
+                event
+            }
+            _ => recv,
+        }
+    }
+
+    /// `s.wait_stream(torch.cuda.current_stream())` directly in `with torch.cuda.stream(s):`
+    /// waits on itself; before the block's header the argument means the stream it was
+    /// written for.
+    pub(super) fn note_hoistable_wait(
+        &mut self,
+        waiter: StreamId,
+        waitee: StreamId,
+        receiver: &Expr,
+        arg: &Expr,
+        span: Span,
+    ) {
+        let asks_current = |e: &Expr| self.api_kind(e) == Some(ApiCall::CurrentStream);
+        let named_waiter = !asks_current(receiver);
+        // Only straight-line code at the top of the block: hoisting out of a branch or a loop
+        // would change how often the wait runs.
+        if let Some(&(block_stream, header, start)) = self.stream_blocks.last() {
+            let straight = self.b.current() == start;
+            if waiter == waitee
+                && waiter == block_stream
+                && asks_current(arg)
+                && named_waiter
+                && straight
+            {
+                self.b.rewrites_mut().hoistable_waits.push((span, header));
+            }
+        }
+    }
+
+    /// The stream a wait on `arg` orders after. A library function does not know that its
+    /// caller runs on the device's default stream: gradient hooks run on the backward op's
+    /// stream, callers may be inside `with torch.cuda.stream(...)`. So a wait on
+    /// `default_stream()` written in a function orders nothing the function's current stream
+    /// did; it stands for a stream of its own. Script entry points (module code, `main`) do run
+    /// on the default stream.
+    pub(super) fn wait_target(&mut self, stream: StreamId, arg: &Expr) -> StreamId {
+        let script = self.at_import || self.main_guard > 0 || self.method == "main";
+        if script
+            || stream != self.b.ambient()
+            || self.api_kind(arg) != Some(ApiCall::DefaultStream)
+        {
+            return stream;
+        }
+        let stream = Stream {
+            display: "the default stream".into(),
+            expr: "torch.cuda.default_stream()".into(),
+            origin: StreamOrigin::Unknown,
+            span: Some(arg.span()),
+        };
+        StreamId(self.site(arg.span(), "default-stream", |b| b.add_stream(stream).0))
+    }
+
+    pub(super) fn stream_method(
+        &mut self,
+        s: StreamId,
+        receiver: &Expr,
+        method: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
+        let vals = self.eval_args(args, keywords);
+        let arg = args.first();
+        match method {
+            "wait_stream" => {
+                if let (Some(a), Some(v)) = (arg, vals.first()) {
+                    if let Some(other) = self.stream_of(v, a) {
+                        let other = self.wait_target(other, a);
+                        self.note_hoistable_wait(s, other, receiver, a, span);
+                        self.b.push(
+                            OpKind::WaitStream {
+                                waiter: s,
+                                waitee: other,
+                            },
+                            span,
+                        );
+                    }
+                }
+                Value::Unknown
+            }
+            "wait_event" => {
+                if let (Some(a), Some(v)) = (arg, vals.first()) {
+                    if let Some(e) = self.event_of(v, a) {
+                        self.b.push(
+                            OpKind::WaitEvent {
+                                event: e,
+                                stream: s,
+                            },
+                            span,
+                        );
+                    }
+                }
+                Value::Unknown
+            }
+            "record_event" => {
+                let e = match vals.first() {
+                    Some(Value::Event(e)) => *e,
+                    _ => {
+                        // Recorded as it is made: no wait can come before its record.
+                        let name = self.value_name("event");
+                        self.event_at(span, &name, false)
+                    }
+                };
+                self.b.push(
+                    OpKind::RecordEvent {
+                        event: e,
+                        stream: s,
+                    },
+                    span,
+                );
+                Value::Event(e)
+            }
+            "synchronize" => {
+                self.b.push(OpKind::SyncStream { stream: s }, span);
+                Value::Unknown
+            }
+            "get" | "setdefault" | "__getitem__" => Value::Stream(s),
+            _ => Value::Unknown,
+        }
+    }
+
+    pub(super) fn event_method(
+        &mut self,
+        e: EventId,
+        method: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
+        let vals = self.eval_args(args, keywords);
+        let stream_arg = args.first().or_else(|| Expr::keyword(keywords, "stream"));
+        let stream = match (stream_arg, vals.first()) {
+            (Some(a), Some(v)) => self.stream_of(v, a).unwrap_or(self.current),
+            _ => self.current,
+        };
+        match method {
+            "record" => {
+                self.b.push(OpKind::RecordEvent { event: e, stream }, span);
+                // Recording an event the function received (a parameter, an attribute) hands
+                // the ordering to whoever holds it: the receiver waits on it.
+                if self.b.body().events[e.0 as usize].created.is_none() {
+                    self.b.push(OpKind::HandOffEvent { event: e }, span);
+                }
+            }
+            "wait" => drop(self.b.push(OpKind::WaitEvent { event: e, stream }, span)),
+            "synchronize" => drop(self.b.push(OpKind::SyncEvent { event: e }, span)),
+            _ => {}
+        }
+        Value::Unknown
+    }
+}

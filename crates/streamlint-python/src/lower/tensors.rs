@@ -1,0 +1,207 @@
+//! Tensor methods: reads, writes, views, transfers between host and device, frees.
+
+use super::*;
+
+/// How a tensor staged on an attribute by another method was made.
+pub(super) fn staged_production(transfer: bool) -> Production {
+    if transfer {
+        Production::HostToDevice { non_blocking: true }
+    } else {
+        Production::Compute
+    }
+}
+
+/// Tensor methods that make a new tensor (not views, in-place ops, host reads or stream calls).
+pub(super) fn makes_tensor(method: &str) -> bool {
+    TENSOR_METHODS.contains(&method)
+        && !method.ends_with('_')
+        && !HOST_READ_METHODS.contains(&method)
+        && !matches!(
+            method,
+            "record_stream" | "backward" | "data" | "grad" | "split" | "chunk"
+        )
+}
+
+impl<'a> Lowerer<'a> {
+    pub(super) fn tensor_method(
+        &mut self,
+        recv: Value,
+        method: &str,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Value {
+        let vals = self.eval_args(args, keywords);
+        self.confirm(std::slice::from_ref(&recv));
+        // What a tensor is copied from is a tensor too.
+        if method == "copy_" {
+            self.confirm(&vals[..vals.len().min(1)]);
+        }
+        let own = recv.buffers();
+        let arg_buffers = self.tensor_buffers(&vals);
+        let non_blocking = is_true(Expr::keyword(keywords, "non_blocking"))
+            || (method == "cuda"
+                && matches!(
+                    args.get(1),
+                    Some(Expr::Constant {
+                        value: Constant::Bool(true),
+                        ..
+                    })
+                ));
+        let on_device = own
+            .iter()
+            .all(|b| self.b.body().buffer(*b).memory == Memory::Device);
+        let known_device = on_device
+            && matches!(recv, Value::Tensors(_))
+            && !own.iter().all(|b| self.unplaced.contains(b));
+        match method {
+            "record_stream" => {
+                if let (Some(a), Some(v)) = (args.first(), vals.first()) {
+                    if let Some(s) = self.stream_of(v, a) {
+                        for &buffer in &own {
+                            self.b
+                                .push(OpKind::RecordStream { buffer, stream: s }, span);
+                        }
+                    }
+                }
+                Value::Unknown
+            }
+            "cuda" | "to" | "cpu" => {
+                let target = match method {
+                    "cuda" => Target::Device,
+                    "cpu" => Target::Host,
+                    _ => match args.first().or_else(|| Expr::keyword(keywords, "device")) {
+                        // `.to(other)`: onto `other`'s device.
+                        Some(_)
+                            if !args.is_empty()
+                                && matches!(vals.first(), Some(Value::Tensors(_))) =>
+                        {
+                            Target::Device
+                        }
+                        Some(d) => self.target_of(d),
+                        None if non_blocking => Target::Device,
+                        None => Target::SameDevice,
+                    },
+                };
+                let source = own
+                    .first()
+                    .map(|b| self.b.body().buffer(*b).name.clone())
+                    .unwrap_or_else(|| "tensor".into());
+                let name = self.value_name(&source);
+                match target {
+                    Target::Device if known_device => recv,
+                    Target::Device => {
+                        let host: Vec<BufferId> =
+                            own.iter().copied().filter(|b| self.on_host(*b)).collect();
+                        self.copy_access(&host, false, span);
+                        let v = self.produce(
+                            span,
+                            &name,
+                            Memory::Device,
+                            Production::HostToDevice { non_blocking },
+                        );
+                        // A blocking copy of host memory synchronizes the current stream.
+                        if !non_blocking && !host.is_empty() {
+                            self.sync_current(span);
+                        }
+                        v
+                    }
+                    Target::Host if !on_device => recv,
+                    Target::Host => {
+                        self.read_all(&own, span);
+                        let memory = if non_blocking {
+                            Memory::PinnedHost
+                        } else {
+                            Memory::PageableHost
+                        };
+                        let v = self.produce(
+                            span,
+                            &name,
+                            memory,
+                            Production::DeviceToHost { non_blocking },
+                        );
+                        if !non_blocking {
+                            self.sync_current(span);
+                        }
+                        v
+                    }
+                    Target::SameDevice if known_device || matches!(recv, Value::Param(_)) => {
+                        self.read_all(&own, span);
+                        self.produce(span, &name, Memory::Device, Production::Compute)
+                    }
+                    Target::SameDevice => recv,
+                }
+            }
+            "pin_memory" => {
+                let name = self.value_name("pinned");
+                self.produce(span, &name, Memory::PinnedHost, Production::Host)
+            }
+            "untyped_storage" | "storage" => Value::Storage(own),
+            "copy_" => {
+                let from_device = arg_buffers.iter().any(|b| !self.on_host(*b));
+                let to_device = own.iter().any(|b| !self.on_host(*b));
+                let from_host = arg_buffers.iter().any(|b| self.on_host(*b));
+                let to_host = own.iter().any(|b| self.on_host(*b));
+                // Only a copy that touches host memory is a transfer; device to device is an
+                // ordinary kernel on the current stream, asynchronous to the host whatever
+                // `non_blocking` says.
+                if (from_device && to_host) || (from_host && to_device) {
+                    // A transfer: the copy engine reads and writes host memory on the stream.
+                    self.copy_access(&arg_buffers, false, span);
+                    self.copy_access(&own, true, span);
+                    // Into pageable memory the copy completes before the call returns.
+                    let into_pageable = own
+                        .iter()
+                        .all(|b| self.b.body().buffer(*b).memory == Memory::PageableHost);
+                    if !non_blocking || (from_device && into_pageable) {
+                        self.b.push(
+                            OpKind::SyncStream {
+                                stream: self.current,
+                            },
+                            span,
+                        );
+                    }
+                } else {
+                    self.read_all(&arg_buffers, span);
+                    self.write_all(&own, span);
+                }
+                recv
+            }
+            "backward" => {
+                self.read_all(&own, span);
+                let grads =
+                    self.buffer_at(span, "grad", "gradients", Memory::Device, Owner::Caller);
+                self.b.push(
+                    OpKind::Produce {
+                        buffer: grads,
+                        stream: self.current,
+                        how: Production::Compute,
+                    },
+                    span,
+                );
+                self.env
+                    .insert(GRADIENTS.into(), Value::Tensors(vec![grads]));
+                Value::Unknown
+            }
+            // A numpy array shares the tensor's memory: reading happens where it is used.
+            "numpy" => recv,
+            m if HOST_READ_METHODS.contains(&m) => {
+                self.host_read(&recv, span);
+                Value::Unknown
+            }
+            m if VIEW_METHODS.contains(&m) => recv,
+            m if METADATA_METHODS.contains(&m) => Value::Unknown,
+            m if m.ends_with('_') && !m.starts_with('_') => {
+                self.read_all(&arg_buffers, span);
+                self.write_all(&own, span);
+                recv
+            }
+            _ => {
+                let mut inputs = own;
+                inputs.extend(arg_buffers);
+                self.read_all(&inputs, span);
+                self.produce_result(&inputs, span)
+            }
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! What a name holds while a body is lowered, and how two paths' values meet.
+
+use super::*;
+
+/// What a name or expression holds.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) enum Value {
+    /// Tensors made in this body (or views of them), by allocation site.
+    Tensors(Vec<BufferId>),
+    /// A value the caller passed in: a tensor produced before entry, if it is used as one.
+    Param(BufferId),
+    Stream(StreamId),
+    /// A `torch.cuda.stream(..)` context; `None` for `stream(None)`, which does nothing.
+    StreamContext(Option<StreamId>),
+    Event(EventId),
+    /// `t.untyped_storage()`.
+    Storage(Vec<BufferId>),
+    /// The handle of an asynchronous collective launched while this stream was current.
+    Work(StreamId),
+    /// A tuple, list or dict literal.
+    Group(Vec<Value>),
+    /// The constant `None`.
+    None,
+    /// A string constant (`"cuda:0"`, `"cpu"`).
+    Text(String),
+    /// A device module bound to a name (`dm = torch.get_device_module(dev)`), by its qualified
+    /// name.
+    Module(String),
+    Unknown,
+}
+
+impl Value {
+    /// Every buffer the value holds, including the caller's values.
+    pub(super) fn buffers(&self) -> Vec<BufferId> {
+        let mut out = Vec::new();
+        self.collect_buffers(&mut out, true);
+        out
+    }
+
+    /// Does the value hold `buffer` (a caller's value included)? Asked of every name at each
+    /// assignment, so it allocates nothing.
+    pub(super) fn holds(&self, buffer: BufferId) -> bool {
+        match self {
+            Value::Tensors(b) | Value::Storage(b) => b.contains(&buffer),
+            Value::Param(b) => *b == buffer,
+            Value::Group(items) => items.iter().any(|v| v.holds(buffer)),
+            _ => false,
+        }
+    }
+
+    /// Buffers known to be tensors made in this body.
+    pub(super) fn local_tensors(&self) -> Vec<BufferId> {
+        let mut out = Vec::new();
+        self.collect_buffers(&mut out, false);
+        out
+    }
+
+    pub(super) fn collect_buffers(&self, out: &mut Vec<BufferId>, with_params: bool) {
+        match self {
+            Value::Tensors(b) | Value::Storage(b) => out.extend(b),
+            Value::Param(b) if with_params => out.push(*b),
+            Value::Group(items) => items
+                .iter()
+                .for_each(|v| v.collect_buffers(out, with_params)),
+            _ => {}
+        }
+        out.sort();
+        out.dedup();
+    }
+
+    /// Refer to `to` wherever the value refers to `from`.
+    pub(super) fn replace(&mut self, from: BufferId, to: BufferId) {
+        match self {
+            Value::Tensors(b) | Value::Storage(b) => {
+                for x in b.iter_mut().filter(|x| **x == from) {
+                    *x = to;
+                }
+                b.sort();
+                b.dedup();
+            }
+            Value::Param(b) if *b == from => *b = to,
+            Value::Group(items) => items.iter_mut().for_each(|v| v.replace(from, to)),
+            _ => {}
+        }
+    }
+
+    pub(super) fn events(&self) -> Vec<EventId> {
+        match self {
+            Value::Event(e) => vec![*e],
+            Value::Group(items) => items.iter().flat_map(Value::events).collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    pub(super) fn tensors(buffers: Vec<BufferId>) -> Value {
+        if buffers.is_empty() {
+            Value::Unknown
+        } else {
+            Value::Tensors(buffers)
+        }
+    }
+
+    /// The value a name holds after two paths meet.
+    pub(super) fn merge(&self, other: &Value) -> Value {
+        match (self, other) {
+            (a, b) if a == b => a.clone(),
+            // `x = None` on one path: what the other path bound may still be there.
+            (Value::None, known) | (known, Value::None) => known.clone(),
+            // A tensor on one path and something untracked on the other: the tensor may be there.
+            (t @ (Value::Tensors(_) | Value::Param(_)), Value::Unknown)
+            | (Value::Unknown, t @ (Value::Tensors(_) | Value::Param(_))) => t.clone(),
+            // `torch.cuda.Stream() if multi_stream else nullcontext()`: a side stream on one
+            // path and no stream context on the other.
+            (Value::Stream(s), Value::Unknown) | (Value::Unknown, Value::Stream(s)) if s.0 != 0 => {
+                Value::Stream(*s)
+            }
+            // An event found to be one (`ready.record()`) on one path is the same object on
+            // the other.
+            (Value::Event(e), Value::Unknown) | (Value::Unknown, Value::Event(e)) => {
+                Value::Event(*e)
+            }
+            // `return nullcontext()` on one path, `return torch.cuda.stream(s)` on the other.
+            (Value::StreamContext(Some(s)), Value::Unknown | Value::StreamContext(None))
+            | (Value::Unknown | Value::StreamContext(None), Value::StreamContext(Some(s))) => {
+                Value::StreamContext(Some(*s))
+            }
+            // A list still empty on one path holds on the other what was put in it.
+            (Value::Group(none), g @ Value::Group(_))
+            | (g @ Value::Group(_), Value::Group(none))
+                if none.is_empty() =>
+            {
+                g.clone()
+            }
+            // Tuples (or lists) of one shape: position by position.
+            (Value::Group(a), Value::Group(b)) if a.len() == b.len() => {
+                Value::Group(a.iter().zip(b).map(|(x, y)| x.merge(y)).collect())
+            }
+            (
+                Value::Tensors(_) | Value::Param(_) | Value::Group(_),
+                Value::Tensors(_) | Value::Param(_) | Value::Group(_),
+            ) if !self.buffers().is_empty() || !other.buffers().is_empty() => {
+                let mut all = self.buffers();
+                all.extend(other.buffers());
+                all.sort();
+                all.dedup();
+                Value::Tensors(all)
+            }
+            _ => Value::Unknown,
+        }
+    }
+}
+
+pub(super) type Env = BTreeMap<String, Value>;
+
+pub(super) fn merge_env(a: &Env, b: &Env) -> Env {
+    let mut out = a.clone();
+    for (k, v) in b {
+        match out.get_mut(k) {
+            // Most names hold the same value on both paths: nothing to merge or copy.
+            Some(ours) if ours == v => {}
+            Some(ours) => *ours = ours.merge(v),
+            None => {
+                out.insert(k.clone(), v.clone());
+            }
+        }
+    }
+    out
+}
