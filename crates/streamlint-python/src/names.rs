@@ -82,6 +82,11 @@ impl Imports {
     /// The qualified name of an expression: `th.cuda.Stream` → `torch.cuda.Stream`, and calls in
     /// the chain keep their parentheses: `get_accelerator().Stream` →
     /// `deepspeed.accelerator.get_accelerator().Stream`.
+    /// Does an import bind `name` in the module?
+    pub fn binds(&self, name: &str) -> bool {
+        self.bound.contains_key(name)
+    }
+
     pub fn qualify(&self, expr: &Expr) -> Option<String> {
         match expr {
             Expr::Name { id, .. } => {

@@ -10,10 +10,15 @@ impl<'a> Lowerer<'a> {
         keywords: &[Keyword],
         span: Span,
     ) -> Value {
-        // A call through a local name or attribute chain rooted at a local is a method call on a
+        // A call through a name or attribute chain rooted at a value (a local, `self`, a module
+        // global: any root that no import or `def` of the module binds) is a method call on that
         // value; otherwise the callee is resolved through the imports.
         let root = root_name(func);
-        let root_is_local = root.is_some_and(|r| self.env.contains_key(r) || r == "self");
+        let root_is_local = root.is_some_and(|r| {
+            self.env.contains_key(r)
+                || r == "self"
+                || !(self.cx.imports.binds(r) || self.cx.defined.contains(r))
+        });
         let api = match root.and_then(|r| self.env.get(r)) {
             // `dm.current_stream()` for `dm` bound to a device module.
             Some(Value::Module(module)) => {

@@ -208,6 +208,8 @@ pub struct Lowerer<'a> {
     inline_result: Option<Value>,
     /// The buffers of the function's own parameters (see [`Body::arguments`]).
     param_buffers: Vec<BufferId>,
+    /// Streams held by module globals, by module and name (see `named_stream`).
+    global_streams: HashMap<(usize, String), StreamId>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -276,6 +278,7 @@ impl<'a> Lowerer<'a> {
             inline_stack: Vec::new(),
             inline_result: None,
             param_buffers: Vec::new(),
+            global_streams: HashMap::new(),
         };
         match def {
             Some(d) => {
@@ -460,6 +463,31 @@ impl<'a> Lowerer<'a> {
 
     /// A stream known by its source text: an attribute, a parameter, a cached stream.
     fn named_stream(&mut self, name: &str) -> StreamId {
+        // A module global (`copy_stream = ...` at the top of the module) is one stream for the
+        // function and every callee of its module lowered in place; other names are the
+        // function's own.
+        let global = !name.contains(['.', '['])
+            && !self.params.iter().any(|p| p == name)
+            && self
+                .cx
+                .project
+                .module(self.cx.module)
+                .globals
+                .contains(name);
+        if global {
+            let key = (self.cx.module, name.to_string());
+            if let Some(s) = self.global_streams.get(&key) {
+                return *s;
+            }
+            let id = self.b.add_stream(Stream {
+                display: format!("`{name}`"),
+                expr: name.to_string(),
+                origin: StreamOrigin::Global,
+                span: None,
+            });
+            self.global_streams.insert(key, id);
+            return id;
+        }
         if let Some(s) = self.named_streams.get(name) {
             return *s;
         }
