@@ -107,6 +107,7 @@ pub(super) fn flag_key(test: &Expr) -> Option<String> {
     }
 }
 
+/// Does any statement of `stmts` bind `name`?
 pub(super) fn assigns(stmts: &[Stmt], name: &str) -> bool {
     bindings(stmts).contains_key(name)
 }

@@ -56,9 +56,9 @@ fn binding_name(target: &Expr) -> Option<String> {
     }
 }
 
-/// Does any statement of `stmts` bind `name`?
 /// Can an argument annotated `annotation` be a tensor or hold tensors (`torch.Tensor`,
-/// `List[Tensor]`, `list`, `Optional[Sequence[...]]`)? `int`, `ForwardBatch` and the like cannot.
+/// `nn.Parameter`, `List[Tensor]`, `list`, `Optional[Sequence[...]]`)? `int`, `ForwardBatch`
+/// and the like cannot.
 fn annotation_may_hold_tensors(annotation: &str) -> bool {
     const CONTAINERS: &[&str] = &[
         "list", "List", "tuple", "Tuple", "Sequence", "Iterable", "dict", "Dict", "Mapping",
@@ -67,7 +67,9 @@ fn annotation_may_hold_tensors(annotation: &str) -> bool {
         .trim()
         .trim_start_matches("typing.")
         .trim_start_matches("Optional[");
-    annotation.contains("Tensor") || CONTAINERS.iter().any(|c| inner.starts_with(c))
+    annotation.contains("Tensor")
+        || annotation.contains("Parameter")
+        || CONTAINERS.iter().any(|c| inner.starts_with(c))
 }
 
 /// By convention `host_*`, `*_cpu` and `pinned_*` values live in host memory, so no stream work
