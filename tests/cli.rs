@@ -109,6 +109,34 @@ fn json_has_the_documented_shape() {
 }
 
 #[test]
+fn findings_through_a_helper_name_the_helper_and_the_callers_names() {
+    let (code, out, _) = run(&[
+        "check",
+        "--output-format",
+        "json",
+        &fixture("SL003/bad_helper_called_on_two_streams.py"),
+    ]);
+    assert_eq!(code, 1);
+    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let first = &items.as_array().unwrap()[0];
+    // The tensor is named as the caller's code names it, not by the helper's local name.
+    assert!(first["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("`side_result`"));
+    // The write the race is with happened inside the helper, at the call on line 18.
+    let related = first["related"].as_array().unwrap();
+    let through_helper = related
+        .iter()
+        .find(|r| r["location"]["row"] == 18)
+        .expect("the helper's call is a related location");
+    assert!(through_helper["message"]
+        .as_str()
+        .unwrap()
+        .ends_with("bad_helper_called_on_two_streams._compute`)"));
+}
+
+#[test]
 fn full_output_shows_the_snippet_and_the_fix() {
     let (_, out, _) = run(&["check", &fixture("SL003/bad_self_wait_inside_block.py")]);
     assert!(out.contains("error[SL003]"), "{out}");

@@ -330,6 +330,9 @@ pub struct Body {
     /// its arguments): every op and entity the callee made carries the call's span. A hazard
     /// all of whose places are one such call lies inside the callee, which is judged on its own.
     pub inlined_calls: Vec<Span>,
+    /// For each call in `inlined_calls` (same order), the callee it lowered in place, as a
+    /// message names it (`pkg.streams.switch_to`).
+    pub inlined_callees: Vec<String>,
     /// The caller's tensors the function received as arguments (those the frontend knows are
     /// tensors). By the contract at function boundaries they go back to the caller when it
     /// returns, and the caller then uses, overwrites and frees them on the ambient stream.
@@ -337,6 +340,12 @@ pub struct Body {
 }
 
 impl Body {
+    /// The callee lowered in place at the call `span`, if one was.
+    pub fn inlined_callee(&self, span: Span) -> Option<&str> {
+        let i = self.inlined_calls.iter().position(|s| *s == span)?;
+        self.inlined_callees.get(i).map(String::as_str)
+    }
+
     /// Do all these places lie inside one inlined call (see [`Body::inlined_calls`])?
     pub fn inside_one_call(&self, mut spans: impl Iterator<Item = Span>) -> bool {
         let Some(first) = spans.next() else {
@@ -457,6 +466,7 @@ impl BodyBuilder {
             rewrites: Rewrites::default(),
             cut_short: false,
             inlined_calls: Vec::new(),
+            inlined_callees: Vec::new(),
             arguments: Vec::new(),
         };
         BodyBuilder {
@@ -485,12 +495,13 @@ impl BodyBuilder {
     /// Lower a callee in place at the call `span` (see [`Body::inlined_calls`]), until
     /// [`Self::end_inline`] with what this returns. Nested calls keep the outermost call's span:
     /// that is where the caller's code is.
-    pub fn begin_inline(&mut self, span: Span) -> Option<Span> {
+    pub fn begin_inline(&mut self, span: Span, callee: &str) -> Option<Span> {
         let outer = self.inlined_at;
         if outer.is_none() {
             self.inlined_at = Some(span);
             if !self.body.inlined_calls.contains(&span) {
                 self.body.inlined_calls.push(span);
+                self.body.inlined_callees.push(callee.to_string());
             }
         }
         outer

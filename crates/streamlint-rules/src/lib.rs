@@ -313,6 +313,25 @@ fn released_at_scope_end(body: &Body, state: &State) -> Vec<BufferId> {
         .collect()
 }
 
+/// Places of a finding that are a call lowered in place stand for work inside the callee: say
+/// which function did it, so the chain from the caller's line to the helper can be followed.
+fn name_inlined_callees(body: &Body, finding: &mut Finding) {
+    for label in &mut finding.labels {
+        if let Some(callee) = body.inlined_callee(label.span) {
+            label.message = format!("{} (inside `{callee}`)", label.message);
+        }
+    }
+    if let Some(callee) = body.inlined_callee(finding.span) {
+        let described = finding.labels.iter().any(|l| l.span == finding.span);
+        if !described {
+            finding.labels.push(Label {
+                span: finding.span,
+                message: format!("the work is done inside `{callee}`, called here"),
+            });
+        }
+    }
+}
+
 /// Run every enabled rule over one body.
 pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
     let all: [&dyn Rule; 10] = [
@@ -354,6 +373,9 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
     findings.retain(|f| {
         !body.inside_one_call(std::iter::once(f.span).chain(f.labels.iter().map(|l| l.span)))
     });
+    for f in &mut findings {
+        name_inlined_callees(body, f);
+    }
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
     findings

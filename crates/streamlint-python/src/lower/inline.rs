@@ -85,7 +85,17 @@ impl<'a> Lowerer<'a> {
         let def = callee.def;
         // The caller evaluates the arguments, in its own context.
         let bound = self.bind_arguments(def, args, keywords);
-        let outer = self.b.begin_inline(span);
+        // `side = helper(x)`: the name the call's value goes to.
+        let assigned_to = self
+            .binding
+            .clone()
+            .filter(|_| self.binding_value == Some(span) && !self.inlining());
+        let callee_name = format!(
+            "{}.{}",
+            self.cx.project.module(callee.module).name,
+            def.name
+        );
+        let outer = self.b.begin_inline(span, &callee_name);
         let exit = self.b.new_block();
         let callee_cx = ModuleContext::callee(self.cx.project, callee.module, self.cx.deadline);
         let saved = CallerState {
@@ -133,7 +143,22 @@ impl<'a> Lowerer<'a> {
         self.release_callee_locals(first_buffer, &result, span);
         self.b.end_inline(outer);
         self.name_returned_stream(&result, first_stream, span);
+        if let Some(name) = assigned_to {
+            self.name_returned_tensors(&result, first_buffer, name);
+        }
         result
+    }
+
+    /// Tensors the callee made and returned are named by the name the call's value is assigned
+    /// to (`side = _compute(x)`), which the caller's code uses, not by the callee's local name.
+    fn name_returned_tensors(&mut self, result: &Value, first_buffer: usize, name: String) {
+        for b in result.buffers() {
+            if b.0 as usize >= first_buffer {
+                let buffer = self.b.buffer_mut(b);
+                buffer.name = name.clone();
+                buffer.spelled = true;
+            }
+        }
     }
 
     /// A stream the callee made and returned (`get_side_stream()`) is named in messages and

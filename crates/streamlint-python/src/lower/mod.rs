@@ -193,6 +193,8 @@ pub struct Lowerer<'a> {
     flag_splits: usize,
     /// The name being assigned, to give a created stream a readable name.
     binding: Option<String>,
+    /// The expression whose value `binding` receives.
+    binding_value: Option<Span>,
     /// The value being assigned was just computed by the statement (so `a, b = op(..)` may
     /// split it); loop and comprehension targets take existing values.
     fresh_value: bool,
@@ -273,6 +275,7 @@ impl<'a> Lowerer<'a> {
             flag_splits: 0,
             in_trial: false,
             binding: None,
+            binding_value: None,
             fresh_value: false,
             home_module: cx.module,
             globals: HashMap::new(),

@@ -349,8 +349,10 @@ impl<'a> Lowerer<'a> {
             return;
         }
         self.binding = targets.first().and_then(binding_name);
+        self.binding_value = Some(value.span());
         let v = self.eval(value);
         self.binding = None;
+        self.binding_value = None;
         self.fresh_value = true;
         for t in targets {
             self.assign(t, v.clone(), span);
