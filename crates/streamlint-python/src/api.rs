@@ -143,6 +143,7 @@ const NON_TENSOR_FUNCTIONS: &[&str] = &[
     "set_float32_matmul_precision",
     "autocast",
     "is_autocast_enabled",
+    "get_device_module",
 ];
 
 /// `torch` submodules whose functions make no tensor of ours.

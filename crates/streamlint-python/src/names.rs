@@ -8,6 +8,8 @@ use crate::syntax::{Expr, Stmt};
 #[derive(Clone, Debug, Default)]
 pub struct Imports {
     bound: HashMap<String, String>,
+    /// Modules imported with `from m import *`: a name no import binds may come from them.
+    stars: Vec<String>,
 }
 
 impl Imports {
@@ -34,6 +36,10 @@ impl Imports {
                 }
                 Stmt::ImportFrom { module, names, .. } => {
                     for (name, alias) in names {
+                        if name == "*" {
+                            self.stars.push(module.clone());
+                            continue;
+                        }
                         let bound = alias.clone().unwrap_or_else(|| name.clone());
                         // `from . import x` names `x` of the package itself.
                         let qualified = if module.ends_with('.') {
@@ -59,7 +65,7 @@ impl Imports {
     /// Write relative imports (`.utils.f`, `..f`) as absolute names, from the importing
     /// module's package path.
     pub fn absolutize(&mut self, package: &[&str]) {
-        for target in self.bound.values_mut() {
+        for target in self.bound.values_mut().chain(self.stars.iter_mut()) {
             let dots = target.bytes().take_while(|&b| b == b'.').count();
             if dots == 0 {
                 continue;
@@ -79,13 +85,19 @@ impl Imports {
         self.bound.insert(name.to_string(), qualified.to_string());
     }
 
-    /// The qualified name of an expression: `th.cuda.Stream` → `torch.cuda.Stream`, and calls in
-    /// the chain keep their parentheses: `get_accelerator().Stream` →
-    /// `deepspeed.accelerator.get_accelerator().Stream`.
     /// Does an import bind `name` in the module?
     pub fn binds(&self, name: &str) -> bool {
         self.bound.contains_key(name)
     }
+
+    /// The modules of the module's `from m import *` imports.
+    pub fn star_modules(&self) -> &[String] {
+        &self.stars
+    }
+
+    /// The qualified name of an expression: `th.cuda.Stream` → `torch.cuda.Stream`, and calls in
+    /// the chain keep their parentheses: `get_accelerator().Stream` →
+    /// `deepspeed.accelerator.get_accelerator().Stream`.
 
     pub fn qualify(&self, expr: &Expr) -> Option<String> {
         match expr {

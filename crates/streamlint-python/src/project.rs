@@ -314,27 +314,48 @@ impl<'a> Project<'a> {
             return None;
         }
         let Some((module_path, name)) = qualified.rsplit_once('.') else {
-            let def = self.modules[from].function(qualified)?;
-            return Some(Resolved { module: from, def });
+            let m = &self.modules[from];
+            if let Some(def) = m.function(qualified) {
+                return Some(Resolved { module: from, def });
+            }
+            // `from .helpers import *` then `f()`.
+            return (hops > 0)
+                .then(|| {
+                    m.imports.star_modules().iter().find_map(|star| {
+                        self.resolve_hops(from, &format!("{star}.{qualified}"), hops - 1)
+                    })
+                })
+                .flatten();
         };
-        // `from .impl import f` in a package's `__init__.py`, imported as `pkg.f`.
-        let (module, reexported) = match self.find_module(from, module_path) {
+        // `from .impl import f` in a package's `__init__.py`, imported as `pkg.f`; or
+        // `from .impl import *` there.
+        let (module, imports) = match self.find_module(from, module_path) {
             Some(module) => {
                 let m = &self.modules[module];
                 if let Some(def) = m.function(name) {
                     return Some(Resolved { module, def });
                 }
-                (module, m.imports.bound(name)?)
+                (module, &m.imports)
             }
             None => {
                 let (package_name, package) = self.find_package(module_path)?;
-                (from, package.imports(package_name)?.bound(name)?)
+                (from, package.imports(package_name)?)
             }
         };
-        if hops == 0 || reexported == qualified {
+        if hops == 0 {
             return None;
         }
-        self.resolve_hops(module, reexported, hops - 1)
+        if let Some(reexported) = imports.bound(name) {
+            return (reexported != qualified)
+                .then(|| self.resolve_hops(module, reexported, hops - 1))
+                .flatten();
+        }
+        imports.star_modules().iter().find_map(|star| {
+            let candidate = format!("{star}.{name}");
+            (candidate != qualified)
+                .then(|| self.resolve_hops(module, &candidate, hops - 1))
+                .flatten()
+        })
     }
 }
 

@@ -29,6 +29,9 @@ pub enum AttrKind {
         stream: String,
         transfer: bool,
     },
+    /// A device module (`torch.get_device_module(dev)`, `torch.cuda`, `get_accelerator()`), by
+    /// its qualified name: `self.device_module.synchronize()` synchronizes the device.
+    DeviceModule(String),
 }
 
 impl AttrKind {
@@ -38,6 +41,7 @@ impl AttrKind {
         match self {
             AttrKind::Host { pinned } => *pinned,
             AttrKind::Tensor { stream, .. } => !stream.is_empty(),
+            AttrKind::DeviceModule(_) => false,
             AttrKind::Stream
             | AttrKind::AmbientStream
             | AttrKind::StreamCache
@@ -223,7 +227,12 @@ impl Scan<'_> {
         let Some(attr) = attr.filter(|a| a.starts_with("self.")) else {
             return;
         };
+        let device_module = self
+            .imports
+            .qualify(value)
+            .filter(|q| self.api.is_device_module(q) || q == "torch.get_device_module()");
         let kind = match self.call_kind(value) {
+            _ if device_module.is_some() && !cache => device_module.map(AttrKind::DeviceModule),
             Some(ApiCall::StreamFactory) if cache => Some(AttrKind::StreamCache),
             Some(ApiCall::StreamFactory) => Some(AttrKind::Stream),
             Some(ApiCall::CurrentStream | ApiCall::DefaultStream) => Some(AttrKind::AmbientStream),

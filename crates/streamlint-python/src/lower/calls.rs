@@ -19,7 +19,21 @@ impl<'a> Lowerer<'a> {
                 || r == "self"
                 || !(self.cx.imports.binds(r) || self.cx.defined.contains(r))
         });
+        // `self.device_module.synchronize()` for an attribute holding a device module.
+        let held_module = match func {
+            Expr::Attribute { value, attr, .. } => value
+                .dotted()
+                .filter(|d| d.starts_with("self."))
+                .and_then(|_| match self.eval(value) {
+                    Value::Module(module) => Some(format!("{module}.{attr}")),
+                    _ => None,
+                }),
+            _ => None,
+        };
         let api = match root.and_then(|r| self.env.get(r)) {
+            _ if held_module.is_some() => {
+                held_module.and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
+            }
             // `dm.current_stream()` for `dm` bound to a device module.
             Some(Value::Module(module)) => {
                 let rest = func

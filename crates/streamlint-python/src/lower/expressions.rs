@@ -166,6 +166,7 @@ impl<'a> Lowerer<'a> {
         Some(match kind {
             AttrKind::Stream | AttrKind::StreamCache => Value::Stream(self.named_stream(dotted)),
             AttrKind::AmbientStream => Value::Stream(self.b.ambient()),
+            AttrKind::DeviceModule(module) => Value::Module(module),
             AttrKind::Event => {
                 let e = self.attribute_event(dotted);
                 // Recorded by another method after what it stages: known as recorded at entry.
