@@ -98,7 +98,6 @@ impl Imports {
     /// The qualified name of an expression: `th.cuda.Stream` → `torch.cuda.Stream`, and calls in
     /// the chain keep their parentheses: `get_accelerator().Stream` →
     /// `deepspeed.accelerator.get_accelerator().Stream`.
-
     pub fn qualify(&self, expr: &Expr) -> Option<String> {
         match expr {
             Expr::Name { id, .. } => {
