@@ -33,7 +33,7 @@ struct Text {
 /// A file after indexing: its text is not kept.
 enum Indexed {
     /// To check, with its index if it is a Python file.
-    ToCheck(PathBuf, Option<ModuleIndex>),
+    ToCheck(PathBuf, Option<Box<ModuleIndex>>),
     Done(FileReport),
     Package(PathBuf),
 }
@@ -122,8 +122,13 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         .par_iter()
         .map(|p| match load(p, settings) {
             Loaded::Text(t) => {
-                let index = (t.language == Language::Python)
-                    .then(|| ModuleIndex::new(module_name(&t.path), &t.source, &settings.api));
+                let index = (t.language == Language::Python).then(|| {
+                    Box::new(ModuleIndex::new(
+                        module_name(&t.path),
+                        &t.source,
+                        &settings.api,
+                    ))
+                });
                 Indexed::ToCheck(t.path, index)
             }
             Loaded::Done(r) => Indexed::Done(r),
@@ -134,7 +139,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         match indexed {
             Indexed::ToCheck(path, index) => {
                 let module = index.map(|m| {
-                    modules.push(m);
+                    modules.push(*m);
                     modules.len() - 1
                 });
                 to_check.push((path, module));
