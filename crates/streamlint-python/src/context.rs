@@ -101,4 +101,7 @@ pub struct Role<'a> {
     /// Attributes every construction of the class sets to the same string (`self.device` when
     /// every call passes `device="cpu"`).
     pub attr_text: Vec<(String, String)>,
+    /// For a closure: the lists its enclosing function makes (`staged = []`), which the closure
+    /// fills and drains as its own.
+    pub captured_lists: Vec<String>,
 }

@@ -106,6 +106,7 @@ impl<'s> Scope<'s> {
                     self.gather_def(f, self.role(f), out);
                     let nested = Role {
                         class: self.class.map(|(_, info)| &info.summary),
+                        captured_lists: list_literals(&f.body),
                         ..Role::default()
                     };
                     self.gather_nested(&f.body, nested, out);
@@ -218,6 +219,7 @@ impl<'s> Scope<'s> {
             restores_stream,
             device_forbidden,
             attr_text: info.attr_text.clone(),
+            captured_lists: Vec::new(),
         }
     }
 }
@@ -295,6 +297,31 @@ fn constructor_strings(class: &ClassDef, constructions: &Constructions) -> Vec<(
         }
     }
     out
+}
+
+/// The names the statements (not their nested blocks) bind to a new empty list (`x = []`,
+/// `x: List[T] = []`, `x = list()`).
+fn list_literals(stmts: &[Stmt]) -> Vec<String> {
+    let mut names = Vec::new();
+    for s in stmts {
+        let Stmt::Assign { targets, value, .. } = s else {
+            continue;
+        };
+        let empty_list = match value {
+            Expr::Collection { elts, .. } => elts.is_empty(),
+            Expr::Call { func, args, .. } => {
+                args.is_empty() && func.dotted().as_deref() == Some("list")
+            }
+            _ => false,
+        };
+        if empty_list {
+            names.extend(targets.iter().filter_map(|t| match t {
+                Expr::Name { id, .. } => Some(id.clone()),
+                _ => None,
+            }));
+        }
+    }
+    names
 }
 
 /// Call `f` with the `finally` body of every `try` in `stmts` (not in nested functions).

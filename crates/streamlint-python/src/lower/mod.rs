@@ -288,6 +288,11 @@ impl<'a> Lowerer<'a> {
         match def {
             Some(d) => {
                 l.bind_params(d, role.is_method);
+                for name in &role.captured_lists {
+                    if !l.env.contains_key(name) {
+                        l.bind(name.clone(), Value::Group(Vec::new()));
+                    }
+                }
                 l.stmts(&d.body);
             }
             None => l.stmts(module_body),
