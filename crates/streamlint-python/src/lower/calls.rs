@@ -493,6 +493,17 @@ impl<'a> Lowerer<'a> {
             self.bind(id.clone(), viewed.clone());
             return viewed;
         }
+        // `kjt = request.wait()` inside a side-stream block: an awaitable's result (a
+        // KeyedJaggedTensor, a gathered tensor) is made by work on that stream.
+        if method == "wait"
+            && args.is_empty()
+            && keywords.is_empty()
+            && matches!(recv, Value::Unknown | Value::Param(_))
+            && self.current != self.b.ambient()
+        {
+            let name = self.value_name("result");
+            return self.produce(span, &name, Memory::Device, Production::Compute);
+        }
         match recv {
             Value::Stream(s) => self.stream_method(s, receiver, method, args, keywords, span),
             Value::Event(e) => self.event_method(e, method, args, keywords, span),

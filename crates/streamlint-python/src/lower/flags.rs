@@ -152,9 +152,12 @@ impl<'a> Lowerer<'a> {
         else {
             return None;
         };
-        match self.env.get(&x.dotted()?)? {
-            Value::Stream(_) => Some(false),
-            Value::None => Some(true),
+        let name = x.dotted()?;
+        match self.env.get(&name) {
+            Some(Value::Stream(_)) => Some(false),
+            Some(Value::None) => Some(true),
+            // A name already used as a stream here (`with torch.cuda.stream(self._stream)`).
+            None if self.named_streams.contains_key(&name) => Some(false),
             _ => None,
         }
     }

@@ -249,7 +249,8 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `with device_module.stream(s):` through a handle the model does not know: a `.stream(..)`
-    /// method given a stream is a stream context.
+    /// method given a stream is a stream context; so is a callable parameter named for one
+    /// (`with stream_context(source_stream):`, the caller passing `torch.cuda.stream`).
     pub(super) fn stream_context_by_shape(&mut self, value: Value, context: &Expr) -> Value {
         if !matches!(value, Value::Unknown) {
             return value;
@@ -257,10 +258,20 @@ impl<'a> Lowerer<'a> {
         let Expr::Call { func, args, .. } = context else {
             return value;
         };
-        let (Expr::Attribute { attr, .. }, Some(arg)) = (func.as_ref(), args.first()) else {
+        let Some(arg) = args.first() else {
             return value;
         };
-        if attr != "stream" {
+        let shaped = match func.as_ref() {
+            Expr::Attribute { attr, .. } => attr == "stream",
+            Expr::Name { id, .. } => {
+                let lower = id.to_ascii_lowercase();
+                self.params.iter().any(|p| p == id)
+                    && lower.contains("stream")
+                    && (lower.contains("context") || lower.contains("ctx"))
+            }
+            _ => false,
+        };
+        if !shaped {
             return value;
         }
         let stream = match arg.dotted().and_then(|d| self.env.get(&d).cloned()) {
