@@ -469,6 +469,9 @@ impl<'a> Lowerer<'a> {
         keywords: &[Keyword],
         span: Span,
     ) -> Value {
+        if matches!(method, "discard" | "remove") && self.shrink_local_list(receiver, &recv, args) {
+            return Value::Unknown;
+        }
         if CONTAINER_METHODS.contains(&method)
             && !matches!(recv, Value::Stream(_) | Value::Event(_))
         {

@@ -114,6 +114,14 @@ impl<'a> Lowerer<'a> {
             Expr::Comprehension {
                 elts, generators, ..
             } => {
+                // `{s for s in (cur, target) if s is not None}`: the streams themselves.
+                if let ([g], [Expr::Name { id, .. }]) = (generators.as_slice(), elts.as_slice()) {
+                    if matches!(&g.target, Expr::Name { id: t, .. } if t == id) {
+                        if let Some(streams) = self.known_streams(&g.iter) {
+                            return Value::Group(streams.into_iter().map(Value::Stream).collect());
+                        }
+                    }
+                }
                 for g in generators {
                     let it = self.eval(&g.iter);
                     let element = self.element_of(&it, &g.target);

@@ -100,6 +100,72 @@ impl<'a> Lowerer<'a> {
         (after, done)
     }
 
+    /// `consumer_streams.discard(source_stream)` on a local collection of streams: the stream is
+    /// no longer in it.
+    pub(super) fn shrink_local_list(
+        &mut self,
+        receiver: &Expr,
+        list: &Value,
+        args: &[Expr],
+    ) -> bool {
+        let (Expr::Name { id, .. }, Value::Group(items), [arg]) = (receiver, list, args) else {
+            return false;
+        };
+        let Value::Stream(gone) = self.eval(arg) else {
+            return false;
+        };
+        let kept = items
+            .iter()
+            .filter(|v| **v != Value::Stream(gone))
+            .cloned()
+            .collect();
+        self.bind(id.clone(), Value::Group(kept));
+        true
+    }
+
+    /// The streams a collection expression holds, when it holds only known streams, at most
+    /// four (`(cur, target)`, a local set of them); `None` values in it are left out.
+    pub(super) fn known_streams(&mut self, iter: &Expr) -> Option<Vec<StreamId>> {
+        let value = match iter {
+            Expr::Name { id, .. } => self.env.get(id).cloned()?,
+            Expr::Collection { .. } => self.eval(iter),
+            _ => return None,
+        };
+        let Value::Group(items) = value else {
+            return None;
+        };
+        let mut streams = Vec::new();
+        for item in items {
+            match item {
+                Value::Stream(s) if !streams.contains(&s) => streams.push(s),
+                Value::Stream(_) | Value::None => {}
+                _ => return None,
+            }
+        }
+        (!streams.is_empty() && streams.len() <= 4).then_some(streams)
+    }
+
+    /// `for s in (cur, target): t.record_stream(s)`: the body once per stream, in order (no
+    /// `break` or `continue` in it).
+    pub(super) fn unrolled_stream_loop(
+        &mut self,
+        target: &Expr,
+        iter: &Expr,
+        body: &[Stmt],
+    ) -> bool {
+        if jumps(body) {
+            return false;
+        }
+        let Some(streams) = self.known_streams(iter) else {
+            return false;
+        };
+        for s in streams {
+            self.assign(target, Value::Stream(s), target.span());
+            self.stmts(body);
+        }
+        true
+    }
+
     /// Does a `for` loop over `iter` go through a list this function filled (`for t in outs`,
     /// `for t, d in zip(outs, devices)`)?
     pub(super) fn iterates_filled_list(&mut self, iter: &Expr) -> bool {
@@ -284,4 +350,13 @@ impl<'a> Lowerer<'a> {
         self.bind(id.clone(), grown);
         true
     }
+}
+
+/// Do the statements `break` or `continue` out of the loop they are in (not a nested one)?
+fn jumps(stmts: &[Stmt]) -> bool {
+    stmts.iter().any(|s| match s {
+        Stmt::Break | Stmt::Continue => true,
+        Stmt::For { .. } | Stmt::While { .. } | Stmt::Def(_) | Stmt::Class(_) => false,
+        other => other.blocks().into_iter().any(jumps),
+    })
 }

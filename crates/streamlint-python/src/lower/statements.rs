@@ -43,6 +43,9 @@ impl<'a> Lowerer<'a> {
                 orelse,
                 span,
             } => {
+                if orelse.is_empty() && self.unrolled_stream_loop(target, iter, body) {
+                    return;
+                }
                 // A loop over a list known to hold items runs its body at least once.
                 let at_least_once = self.iterates_filled_list(iter);
                 let element = self.loop_element(iter, target);
