@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use crate::api::{ApiCall, ApiModel};
 use crate::names::Imports;
-use crate::syntax::{Expr, Stmt};
+use crate::syntax::{visit_exprs, Expr, FunctionDef, Stmt};
 
 /// What an attribute of `self` holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,6 +59,9 @@ pub struct MethodSummary {
     /// Stream attributes the method waits for on the host (directly, or through an event
     /// attribute recorded on the stream).
     pub syncs: HashSet<String>,
+    /// The method stores an argument on the object (`self.cache[key] = value`,
+    /// `self.pending.append(value)`): what a caller passes it lives on there.
+    pub keeps_arguments: bool,
 }
 
 impl MethodSummary {
@@ -98,6 +101,7 @@ impl ClassSummary {
                     methods: &methods,
                 };
                 scan.stmts(&f.body);
+                scan.method.keeps_arguments = keeps_arguments(f);
                 for (attr, kind) in &scan.method.assigns {
                     let known = summary.attrs.get(attr);
                     let stronger = matches!(
@@ -354,4 +358,60 @@ fn method_receiver(expr: &Expr) -> Option<&Expr> {
 
 fn is_method_call(expr: &Expr, method: &str) -> bool {
     matches!(expr, Expr::Call { func, .. } if matches!(func.as_ref(), Expr::Attribute { attr, .. } if attr == method))
+}
+
+/// Does the method store one of its arguments on the object (see
+/// [`MethodSummary::keeps_arguments`])?
+fn keeps_arguments(f: &FunctionDef) -> bool {
+    const STORING: &[&str] = &[
+        "append",
+        "extend",
+        "insert",
+        "add",
+        "put",
+        "update",
+        "setdefault",
+        "appendleft",
+    ];
+    let params: Vec<&str> = f.params.iter().skip(1).map(|p| p.name.as_str()).collect();
+    let mentions_param = |e: &Expr| {
+        let mut found = false;
+        visit_exprs(e, &mut |x| {
+            found |= matches!(x, Expr::Name { id, .. } if params.contains(&id.as_str()));
+        });
+        found
+    };
+    let on_self = |e: &Expr| {
+        let base = match e {
+            Expr::Subscript { value, .. } => value.dotted(),
+            other => other.dotted(),
+        };
+        base.is_some_and(|d| d.starts_with("self."))
+    };
+    fn walk(stmts: &[Stmt], keeps: &mut dyn FnMut(&Stmt) -> bool) -> bool {
+        stmts.iter().any(|s| {
+            keeps(s)
+                || (!matches!(s, Stmt::Def(_) | Stmt::Class(_))
+                    && s.blocks().into_iter().any(|b| walk(b, keeps)))
+        })
+    }
+    walk(&f.body, &mut |s| match s {
+        Stmt::Assign { targets, value, .. } => {
+            targets.iter().any(|t| on_self(t)) && mentions_param(value)
+        }
+        Stmt::Expr(value) => match value {
+            Expr::Call { func, args, .. } => match func.as_ref() {
+                Expr::Attribute {
+                    value: owner, attr, ..
+                } => {
+                    STORING.contains(&attr.as_str())
+                        && on_self(owner)
+                        && args.iter().any(|a| mentions_param(a))
+                }
+                _ => false,
+            },
+            _ => false,
+        },
+        _ => false,
+    })
 }

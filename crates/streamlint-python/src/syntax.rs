@@ -386,13 +386,12 @@ pub fn visit_calls(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr)) {
     }
 }
 
-fn visit_expr_calls(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
-    if matches!(expr, Expr::Call { .. }) {
-        f(expr);
-    }
+/// Call `f` with `expr` and, depth first, each expression inside it.
+pub fn visit_exprs(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
+    f(expr);
     match expr {
         Expr::Attribute { value, .. } | Expr::Starred { value, .. } | Expr::Await { value, .. } => {
-            visit_expr_calls(value, f)
+            visit_exprs(value, f)
         }
         Expr::Call {
             func,
@@ -400,40 +399,48 @@ fn visit_expr_calls(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
             keywords,
             ..
         } => {
-            visit_expr_calls(func, f);
-            args.iter().for_each(|a| visit_expr_calls(a, f));
-            keywords.iter().for_each(|k| visit_expr_calls(&k.value, f));
+            visit_exprs(func, f);
+            args.iter().for_each(|a| visit_exprs(a, f));
+            keywords.iter().for_each(|k| visit_exprs(&k.value, f));
         }
         Expr::Operator {
             operands: parts, ..
         }
         | Expr::Collection { elts: parts, .. }
-        | Expr::Opaque { parts, .. } => parts.iter().for_each(|p| visit_expr_calls(p, f)),
+        | Expr::Opaque { parts, .. } => parts.iter().for_each(|p| visit_exprs(p, f)),
         Expr::Subscript { value, index, .. } => {
-            visit_expr_calls(value, f);
-            visit_expr_calls(index, f);
+            visit_exprs(value, f);
+            visit_exprs(index, f);
         }
-        Expr::Yield { value, .. } => value.iter().for_each(|v| visit_expr_calls(v, f)),
+        Expr::Yield { value, .. } => value.iter().for_each(|v| visit_exprs(v, f)),
         Expr::IfExp {
             test, body, orelse, ..
         } => {
-            visit_expr_calls(test, f);
-            visit_expr_calls(body, f);
-            visit_expr_calls(orelse, f);
+            visit_exprs(test, f);
+            visit_exprs(body, f);
+            visit_exprs(orelse, f);
         }
         Expr::Walrus { target, value, .. } => {
-            visit_expr_calls(target, f);
-            visit_expr_calls(value, f);
+            visit_exprs(target, f);
+            visit_exprs(value, f);
         }
         Expr::Comprehension {
             elts, generators, ..
         } => {
-            elts.iter().for_each(|e| visit_expr_calls(e, f));
+            elts.iter().for_each(|e| visit_exprs(e, f));
             for g in generators {
-                visit_expr_calls(&g.iter, f);
-                g.conditions.iter().for_each(|c| visit_expr_calls(c, f));
+                visit_exprs(&g.iter, f);
+                g.conditions.iter().for_each(|c| visit_exprs(c, f));
             }
         }
         Expr::Name { .. } | Expr::Constant { .. } => {}
     }
+}
+
+fn visit_expr_calls(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
+    visit_exprs(expr, &mut |e| {
+        if matches!(e, Expr::Call { .. }) {
+            f(e);
+        }
+    });
 }

@@ -164,6 +164,12 @@ impl<'a> Lowerer<'a> {
         let Some(summary) = self.class.and_then(|c| c.methods.get(method)) else {
             return Value::Unknown;
         };
+        // `self._store(key, (indices, lens))`: the object keeps what it is given.
+        if summary.keeps_arguments {
+            for v in &vals {
+                self.escape(v, EscapeKind::Attribute, span);
+            }
+        }
         for stream in summary.waits_on.clone() {
             let s = self.named_stream(&stream);
             let current = self.current;
