@@ -396,20 +396,15 @@ fn keeps_arguments(f: &FunctionDef) -> bool {
         })
     }
     walk(&f.body, &mut |s| match s {
-        Stmt::Assign { targets, value, .. } => {
-            targets.iter().any(|t| on_self(t)) && mentions_param(value)
-        }
-        Stmt::Expr(value) => match value {
-            Expr::Call { func, args, .. } => match func.as_ref() {
-                Expr::Attribute {
-                    value: owner, attr, ..
-                } => {
-                    STORING.contains(&attr.as_str())
-                        && on_self(owner)
-                        && args.iter().any(|a| mentions_param(a))
-                }
-                _ => false,
-            },
+        Stmt::Assign { targets, value, .. } => targets.iter().any(on_self) && mentions_param(value),
+        Stmt::Expr(Expr::Call { func, args, .. }) => match func.as_ref() {
+            Expr::Attribute {
+                value: owner, attr, ..
+            } => {
+                STORING.contains(&attr.as_str())
+                    && on_self(owner)
+                    && args.iter().any(mentions_param)
+            }
             _ => false,
         },
         _ => false,
