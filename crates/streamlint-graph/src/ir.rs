@@ -329,10 +329,8 @@ pub struct Body {
     /// Calls whose callee was lowered in place, in the caller's context (its current stream,
     /// its arguments): every op and entity the callee made carries the call's span. A hazard
     /// all of whose places are one such call lies inside the callee, which is judged on its own.
-    pub inlined_calls: Vec<Span>,
-    /// For each call in `inlined_calls` (same order), the callee it lowered in place, as a
-    /// message names it (`pkg.streams.switch_to`).
-    pub inlined_callees: Vec<String>,
+    /// Each call's span with the callee, as a message names it (`pkg.streams.switch_to`).
+    pub inlined_calls: Vec<(Span, String)>,
     /// The caller's tensors the function received as arguments (those the frontend knows are
     /// tensors). By the contract at function boundaries they go back to the caller when it
     /// returns, and the caller then uses, overwrites and frees them on the ambient stream.
@@ -342,8 +340,10 @@ pub struct Body {
 impl Body {
     /// The callee lowered in place at the call `span`, if one was.
     pub fn inlined_callee(&self, span: Span) -> Option<&str> {
-        let i = self.inlined_calls.iter().position(|s| *s == span)?;
-        self.inlined_callees.get(i).map(String::as_str)
+        self.inlined_calls
+            .iter()
+            .find(|(s, _)| *s == span)
+            .map(|(_, callee)| callee.as_str())
     }
 
     /// Do all these places lie inside one inlined call (see [`Body::inlined_calls`])?
@@ -351,7 +351,7 @@ impl Body {
         let Some(first) = spans.next() else {
             return false;
         };
-        self.inlined_calls.contains(&first) && spans.all(|s| s == first)
+        self.inlined_callee(first).is_some() && spans.all(|s| s == first)
     }
 }
 
@@ -466,7 +466,6 @@ impl BodyBuilder {
             rewrites: Rewrites::default(),
             cut_short: false,
             inlined_calls: Vec::new(),
-            inlined_callees: Vec::new(),
             arguments: Vec::new(),
         };
         BodyBuilder {
@@ -499,9 +498,8 @@ impl BodyBuilder {
         let outer = self.inlined_at;
         if outer.is_none() {
             self.inlined_at = Some(span);
-            if !self.body.inlined_calls.contains(&span) {
-                self.body.inlined_calls.push(span);
-                self.body.inlined_callees.push(callee.to_string());
+            if self.body.inlined_callee(span).is_none() {
+                self.body.inlined_calls.push((span, callee.to_string()));
             }
         }
         outer

@@ -130,7 +130,7 @@ impl MissingRecordStream {
                 // over; work of a callee lowered in place on its own argument is the callee's
                 // finding.
                 ReleaseSite::BackToCaller(_) => {
-                    !state.handed_off(u) && !cx.body.inlined_calls.contains(&cx.span(u))
+                    !state.handed_off(u) && cx.body.inlined_callee(cx.span(u)).is_none()
                 }
                 _ => true,
             })

@@ -21,13 +21,14 @@ impl<'a> Lowerer<'a> {
         });
         // `self.device_module.synchronize()` for an attribute holding a device module.
         let held_module = match func {
-            Expr::Attribute { value, attr, .. } => value
-                .dotted()
-                .filter(|d| d.starts_with("self."))
-                .and_then(|_| match self.eval(value) {
-                    Value::Module(module) => Some(format!("{module}.{attr}")),
-                    _ => None,
-                }),
+            Expr::Attribute { value, attr, .. } => {
+                value
+                    .dotted()
+                    .and_then(|d| match self.class?.attrs.get(&d)? {
+                        AttrKind::DeviceModule(module) => Some(format!("{module}.{attr}")),
+                        _ => None,
+                    })
+            }
             _ => None,
         };
         let api = match root.and_then(|r| self.env.get(r)) {

@@ -125,14 +125,24 @@ impl<'a> Lowerer<'a> {
 
     /// The streams a collection expression holds, when it holds only known streams, at most
     /// four (`(cur, target)`, a local set of them); `None` values in it are left out.
-    pub(super) fn known_streams(&mut self, iter: &Expr) -> Option<Vec<StreamId>> {
-        let value = match iter {
-            Expr::Name { id, .. } => self.env.get(id).cloned()?,
-            Expr::Collection { .. } => self.eval(iter),
+    pub(super) fn known_streams(&self, iter: &Expr) -> Option<Vec<StreamId>> {
+        // What the names hold, without evaluating anything (the loop evaluates its iterable).
+        let items: Vec<Value> = match iter {
+            Expr::Name { id, .. } => match self.env.get(id)? {
+                Value::Group(items) => items.clone(),
+                _ => return None,
+            },
+            Expr::Collection { elts, .. } => elts
+                .iter()
+                .map(|e| match e {
+                    Expr::Constant {
+                        value: Constant::None,
+                        ..
+                    } => Some(Value::None),
+                    other => self.env.get(&other.dotted()?).cloned(),
+                })
+                .collect::<Option<_>>()?,
             _ => return None,
-        };
-        let Value::Group(items) = value else {
-            return None;
         };
         let mut streams = Vec::new();
         for item in items {
@@ -159,6 +169,9 @@ impl<'a> Lowerer<'a> {
         let Some(streams) = self.known_streams(iter) else {
             return false;
         };
+        if matches!(iter, Expr::Collection { .. }) {
+            self.eval(iter);
+        }
         for s in streams {
             self.assign(target, Value::Stream(s), target.span());
             self.stmts(body);

@@ -473,37 +473,32 @@ impl<'a> Lowerer<'a> {
 
     /// A stream known by its source text: an attribute, a parameter, a cached stream.
     fn named_stream(&mut self, name: &str) -> StreamId {
+        let is_param = self.params.iter().any(|p| p == name);
         // A module global (`copy_stream = ...` at the top of the module) is one stream for the
         // function and every callee of its module lowered in place; other names are the
         // function's own.
         let global = !name.contains(['.', '['])
-            && !self.params.iter().any(|p| p == name)
+            && !is_param
             && self
                 .cx
                 .project
                 .module(self.cx.module)
                 .globals
                 .contains(name);
-        if global {
-            let key = (self.cx.module, name.to_string());
-            if let Some(s) = self.global_streams.get(&key) {
-                return *s;
-            }
-            let id = self.b.add_stream(Stream {
-                display: format!("`{name}`"),
-                expr: name.to_string(),
-                origin: StreamOrigin::Global,
-                span: None,
-            });
-            self.global_streams.insert(key, id);
-            return id;
-        }
-        if let Some(s) = self.named_streams.get(name) {
+        let global_key = (self.cx.module, name.to_string());
+        let known = if global {
+            self.global_streams.get(&global_key)
+        } else {
+            self.named_streams.get(name)
+        };
+        if let Some(s) = known {
             return *s;
         }
-        let origin = if name.starts_with("self.") {
+        let origin = if global {
+            StreamOrigin::Global
+        } else if name.starts_with("self.") {
             StreamOrigin::Attribute
-        } else if self.params.iter().any(|p| p == name) {
+        } else if is_param {
             StreamOrigin::Parameter
         } else {
             StreamOrigin::Unknown
@@ -514,7 +509,11 @@ impl<'a> Lowerer<'a> {
             origin,
             span: None,
         });
-        self.named_streams.insert(name.to_string(), id);
+        if global {
+            self.global_streams.insert(global_key, id);
+        } else {
+            self.named_streams.insert(name.to_string(), id);
+        }
         id
     }
 
