@@ -55,7 +55,8 @@ fn report(path: &Path, source: String, findings: Vec<Finding>) -> FileReport {
     }
 }
 
-fn load(path: &Path, settings: &Settings) -> Loaded {
+/// Read a file and decide whether it is worth parsing; `admitted` when a first read already did.
+fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
     let done = |findings| Loaded::Done(report(path, String::new(), findings));
     // Generated or vendored giants (a minified bundle, a dumped table) would cost more than the
     // whole rest of a run; they are skipped with a finding that says so.
@@ -80,7 +81,7 @@ fn load(path: &Path, settings: &Settings) -> Loaded {
         }
     };
     let language = Language::of(path).unwrap_or(Language::Python);
-    if !worth_parsing(language, &bytes, settings) {
+    if !admitted && !worth_parsing(language, &bytes, settings) {
         if language == Language::Python && path.file_name().is_some_and(|n| n == "__init__.py") {
             return Loaded::Package(path.to_path_buf());
         }
@@ -120,7 +121,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     // text and tree per thread, not every file's.
     let indexed: Vec<Indexed> = files
         .par_iter()
-        .map(|p| match load(p, settings) {
+        .map(|p| match load(p, settings, false) {
             Loaded::Text(t) => {
                 let index = (t.language == Language::Python).then(|| {
                     Box::new(ModuleIndex::new(
@@ -156,7 +157,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     let lower = |t: &Text, module: Option<usize>| {
         let deadline = Deadline::after(settings.file_time_limit);
         match module {
-            Some(m) => streamlint_python::parse(&t.source)
+            Some(m) => (project.module(m).parse(&t.source))
                 .map(|parsed| project.lower(m, &t.source, &parsed, deadline))
                 .map_err(|e| (e.offset, e.message)),
             None => streamlint_rust::lower_source(&t.source, deadline)
@@ -165,7 +166,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     };
     reports.par_extend(to_check.par_iter().map(|(path, module)| {
         // Read again; a file changed since (now unreadable, say) is reported as it is now.
-        let t = match load(path, settings) {
+        let t = match load(path, settings, true) {
             Loaded::Text(t) => t,
             Loaded::Done(r) => return r,
             Loaded::Package(path) => return report(&path, String::new(), Vec::new()),

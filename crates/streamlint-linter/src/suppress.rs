@@ -31,23 +31,41 @@ impl Directive {
     }
 }
 
-/// Find the suppression comments of a source (the text after the comment marker on each line).
+/// Find the suppression comments of a source (the text after the first comment marker of each
+/// line). Lines are found from the markers, not read one by one: most lines have no comment, and
+/// most comments are not directives.
 fn directives(source: &str, marker: &str) -> Vec<Directive> {
+    let bytes = source.as_bytes();
     let mut out = Vec::new();
-    let mut offset = 0;
-    for (i, line) in source.split_inclusive('\n').enumerate() {
-        let row = i + 1;
-        if let Some(hash) = line.find(marker) {
-            let comment = &line[hash + marker.len()..];
+    // Rows are counted from the last directive's line on.
+    let (mut row, mut counted_to) = (1, 0);
+    let mut from = 0;
+    while from < bytes.len() {
+        let Some(hit) = memchr::memmem::find(&bytes[from..], marker.as_bytes()) else {
+            break;
+        };
+        let at = from + hit;
+        let line_end = memchr::memchr(b'\n', &bytes[at..]).map_or(bytes.len(), |i| at + i);
+        from = line_end + 1;
+        let comment = &source[at + marker.len()..line_end];
+        if may_be_directive(comment) {
+            row += memchr::memchr_iter(b'\n', &bytes[counted_to..at]).count();
+            counted_to = at;
             let span = Span::new(
-                (offset + hash) as u32,
-                (offset + line.trim_end().len()) as u32,
+                at as u32,
+                (at + source[at..line_end].trim_end().len()) as u32,
             );
             out.extend(parse_comment(comment, row, span));
         }
-        offset += line.len();
     }
     out
+}
+
+/// Could the comment hold a directive (`noqa` in any case, or `streamlint:`)?
+fn may_be_directive(comment: &str) -> bool {
+    let text = comment.as_bytes();
+    memchr::memmem::find(text, b"streamlint:").is_some()
+        || text.windows(4).any(|w| w.eq_ignore_ascii_case(b"noqa"))
 }
 
 fn parse_comment(comment: &str, row: usize, span: Span) -> Vec<Directive> {

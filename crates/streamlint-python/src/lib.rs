@@ -26,11 +26,6 @@ pub fn parses(source: &str) -> bool {
     parser::parse_module(source).is_ok()
 }
 
-/// Parse a module. Errors carry a byte offset, so the file's path is not needed to parse it.
-pub fn parse(source: &str) -> Result<Parsed, ParseError> {
-    parser::parse_module(source).map(Parsed)
-}
-
 /// Parse `source` and lower every function, method and the module's top level (those with
 /// stream code) until `deadline`, as a project of one module: calls into other files keep the
 /// model of unknown code. [`Project::lower`] lowers a module that sees the whole project.
@@ -39,8 +34,8 @@ pub fn lower_source(
     api: &ApiModel,
     deadline: Deadline,
 ) -> Result<Vec<Body>, ParseError> {
-    let parsed = parse(source)?;
     let module = ModuleIndex::new(String::new(), source, api);
+    let parsed = module.parse(source)?;
     let project = Project::new(vec![module], Vec::new(), api);
     Ok(project.lower(0, source, &parsed, deadline))
 }

@@ -9,7 +9,7 @@ use streamlint_graph::{Body, Deadline};
 
 use crate::context::{ModuleContext, Role};
 use crate::lower::Lowerer;
-use crate::project::{module_imports, Parsed, Project};
+use crate::project::{Parsed, Project};
 use crate::summary::ClassSummary;
 use crate::syntax::{visit_calls, ClassDef, Constant, Expr, FunctionDef, Stmt};
 use crate::wrappers;
@@ -485,25 +485,15 @@ fn function_name(expr: &Expr) -> Option<String> {
 
 impl<'a> Project<'a> {
     /// Lower every function of module `i`, whose text is `source`, parsed as `parsed` (see
-    /// [`crate::lower_source`]). Its own names come from the whole tree (imports inside
-    /// functions, forwarding wrappers).
+    /// [`crate::lower_source`] and [`crate::ModuleIndex::parse`]). Its imports and top-level
+    /// names are the index's, read from the whole text; its forwarding wrappers come from the
+    /// tree.
     pub fn lower(&self, i: usize, source: &str, parsed: &Parsed, deadline: Deadline) -> Vec<Body> {
-        let m = self.module(i);
         let stmts = &parsed.0;
-        let imports = module_imports(stmts, self.api, &m.package);
-        let defined = stmts
-            .iter()
-            .filter_map(|s| match s {
-                Stmt::Def(f) => Some(f.name.clone()),
-                _ => None,
-            })
-            .collect();
         let wrappers = wrappers::find(stmts);
         let project: &Project<'_> = self;
         let cx = ModuleContext {
             source,
-            imports: &imports,
-            defined: &defined,
             wrappers: &wrappers,
             ..ModuleContext::callee(project, i, deadline)
         };

@@ -20,6 +20,18 @@ pub struct Outline {
     /// of one line that call something (`dm = torch.get_device_module()`): a module of their
     /// own, parsed to resolve names. One statement each.
     pub header: Vec<String>,
+    /// Top-level `def` and `class` statements, each from its first decorator to the end of its
+    /// last line of code.
+    pub blocks: Vec<Block>,
+}
+
+/// A top-level function or class.
+#[derive(Debug)]
+pub struct Block {
+    pub name: String,
+    pub is_class: bool,
+    pub start: u32,
+    pub end: u32,
 }
 
 /// The identifier at the start of `text`.
@@ -68,6 +80,10 @@ impl Outline {
         let mut out = Outline::default();
         // The function being read: name, start, end of its last line of code.
         let mut def: Option<(String, u32, u32)> = None;
+        // The function or class being read, and where the decorators before a `def` or `class`
+        // started.
+        let mut block: Option<Block> = None;
+        let mut decorated_from: Option<u32> = None;
         // An import statement continued over several lines, with its open brackets.
         let mut import: Option<(String, i32)> = None;
         let mut offset = 0u32;
@@ -105,23 +121,44 @@ impl Outline {
                 open = (open + bracket_depth(without_comment(line))).max(0);
             }
             if starts_statement {
-                // A top-level statement: the function before it, if any, has ended.
+                // A top-level statement: the function or class before it, if any, has ended.
                 out.defs.extend(def.take());
-                if let Some(rest) = line
+                out.blocks.extend(block.take());
+                let function = line
                     .strip_prefix("def ")
-                    .or_else(|| line.strip_prefix("async def "))
-                {
-                    def = Some((identifier(rest.trim_start()).to_string(), start, end));
+                    .or_else(|| line.strip_prefix("async def "));
+                let class = line.strip_prefix("class ");
+                if let Some(rest) = function.or(class) {
+                    let name = identifier(rest.trim_start()).to_string();
+                    block = Some(Block {
+                        name: name.clone(),
+                        is_class: class.is_some(),
+                        start: decorated_from.take().unwrap_or(start),
+                        end,
+                    });
+                    if function.is_some() {
+                        def = Some((name, start, end));
+                    }
                     continue;
                 }
+                if line.starts_with('@') {
+                    decorated_from.get_or_insert(start);
+                    continue;
+                }
+                decorated_from = None;
                 if let Some(name) = assigned_name(line) {
                     out.globals.push(name.to_string());
                     if line.contains('(') && bracket_depth(line) == 0 && !line.ends_with('\\') {
                         out.header.push(line.to_string());
                     }
                 }
-            } else if let Some(d) = def.as_mut() {
-                d.2 = end;
+            } else {
+                if let Some(d) = def.as_mut() {
+                    d.2 = end;
+                }
+                if let Some(b) = block.as_mut() {
+                    b.end = end;
+                }
             }
             let imports = code.starts_with("import ")
                 || (code.starts_with("from ") && code.contains(" import"));
@@ -135,6 +172,7 @@ impl Outline {
             }
         }
         out.defs.extend(def);
+        out.blocks.extend(block);
         out
     }
 }
@@ -155,6 +193,26 @@ mod tests {
             "def f(x):\n    from torch.cuda import Stream\n    return x"
         );
         assert_eq!(o.globals, ["_S", "dm"]);
+        let blocks: Vec<(&str, bool, &str)> = o
+            .blocks
+            .iter()
+            .map(|b| {
+                let text = &src[b.start as usize..b.end as usize];
+                (b.name.as_str(), b.is_class, text)
+            })
+            .collect();
+        assert_eq!(
+            blocks,
+            [
+                (
+                    "f",
+                    false,
+                    "@wrap\ndef f(x):\n    from torch.cuda import Stream\n    return x"
+                ),
+                ("g", false, "async def g(\n    a,\n) -> None:\n    pass"),
+                ("C", true, "class C:\n    def m(self):\n        pass"),
+            ]
+        );
         assert_eq!(
             o.header,
             [

@@ -28,8 +28,15 @@ impl Prefilter {
         let found = |w: &str| memchr::memmem::find(text, w.as_bytes()).is_some();
         uses_streams(text)
             || STREAM_IDENTIFIERS.iter().any(|w| has_identifier(text, w))
-            || WORKER_WORDS.iter().any(|w| found(w))
+            || self.mentions_data_loading(text)
             || self.configured.iter().any(|w| found(w))
+    }
+
+    /// Does `text` mention datasets or data loaders (whose code may run in worker processes)?
+    pub fn mentions_data_loading(&self, text: &[u8]) -> bool {
+        WORKER_WORDS
+            .iter()
+            .any(|w| memchr::memmem::find(text, w.as_bytes()).is_some())
     }
 }
 

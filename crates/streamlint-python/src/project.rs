@@ -10,8 +10,8 @@ use std::sync::OnceLock;
 
 use crate::api::ApiModel;
 use crate::names::Imports;
-use crate::outline::Outline;
-use crate::parser;
+use crate::outline::{Block, Outline};
+use crate::parser::{self, ParseError};
 use crate::prefilter::Prefilter;
 use crate::syntax::{Expr, FunctionDef, Stmt};
 use crate::wrappers::Wrapper;
@@ -33,8 +33,6 @@ struct Candidate {
 pub struct ModuleIndex {
     /// Dotted module name (`pkg.sub.mod`; a package's `__init__.py` is `pkg.sub`).
     pub name: String,
-    /// The package relative imports start from.
-    pub(crate) package: Vec<String>,
     pub imports: Imports,
     /// Every function defined at the top level of the module.
     pub defined: HashSet<String>,
@@ -42,6 +40,9 @@ pub struct ModuleIndex {
     functions: HashMap<String, Candidate>,
     /// Names the module binds at its top level (its globals).
     pub globals: HashSet<String>,
+    /// Top-level functions and classes the module's analysis never reads (see [`inert_blocks`]):
+    /// they are blanked out before the module is parsed.
+    inert: Vec<(u32, u32)>,
 }
 
 impl ModuleIndex {
@@ -84,12 +85,34 @@ impl ModuleIndex {
             .collect();
         ModuleIndex {
             name,
-            package,
             imports,
             defined: outline.defs.into_iter().map(|(n, ..)| n).collect(),
             functions,
             globals: outline.globals.into_iter().collect(),
+            inert: inert_blocks(source, &outline.blocks, &prefilter),
         }
+    }
+
+    /// Parse the module for lowering, with its inert blocks blanked out (spaces in place of
+    /// their text, so that every offset and line stays where it was). Where the blanked text
+    /// does not parse (the line scan took a line of a string for a statement), the whole text
+    /// is parsed, and its errors are the ones reported.
+    pub fn parse(&self, source: &str) -> Result<Parsed, ParseError> {
+        if !self.inert.is_empty() {
+            let mut bytes = source.as_bytes().to_vec();
+            for &(start, end) in &self.inert {
+                bytes[start as usize..end as usize]
+                    .iter_mut()
+                    .filter(|b| !matches!(b, b'\n' | b'\r'))
+                    .for_each(|b| *b = b' ');
+            }
+            // Only whole characters were replaced, by ASCII spaces: still UTF-8.
+            let masked = String::from_utf8(bytes).expect("blanking keeps UTF-8");
+            if let Ok(stmts) = parser::parse_module(&masked) {
+                return Ok(Parsed(stmts));
+            }
+        }
+        parser::parse_module(source).map(Parsed)
     }
 
     /// The top-level function `name` that may be lowered in place, parsed.
@@ -99,6 +122,45 @@ impl ModuleIndex {
             .get_or_init(|| parser::parse_function_at(&c.text, c.start))
             .as_ref()
     }
+}
+
+/// The top-level functions and classes of a module whose analysis cannot need them: no stream
+/// code, event, `non_blocking` copy or pinned memory in their text (so nothing in them is lowered
+/// and their classes keep no stream state), and no construction of a class of the module that
+/// has such code (its methods may rely on what every construction passes). Functions called from
+/// stream code are lowered in place from the project index, which keeps its own copy of their
+/// text. A module with data-loading code keeps everything: the functions its loaders run in
+/// worker processes are found by name across the module.
+fn inert_blocks(source: &str, blocks: &[Block], prefilter: &Prefilter) -> Vec<(u32, u32)> {
+    let text = source.as_bytes();
+    if prefilter.mentions_data_loading(text) {
+        return Vec::new();
+    }
+    let stream_code: Vec<bool> = blocks
+        .iter()
+        .map(|b| {
+            let text = &text[b.start as usize..b.end as usize];
+            prefilter.admits(text) || memchr::memmem::find(text, b"pin_memory").is_some()
+        })
+        .collect();
+    let constructors: Vec<String> = blocks
+        .iter()
+        .zip(&stream_code)
+        .filter(|(b, &kept)| b.is_class && kept)
+        .map(|(b, _)| format!("{}(", b.name))
+        .collect();
+    blocks
+        .iter()
+        .zip(&stream_code)
+        .filter(|(b, &kept)| {
+            let text = &text[b.start as usize..b.end as usize];
+            !kept
+                && !constructors
+                    .iter()
+                    .any(|c| memchr::memmem::find(text, c.as_bytes()).is_some())
+        })
+        .map(|(b, _)| (b.start, b.end))
+        .collect()
 }
 
 /// The statements of a module's outline header that parse (one at a time where the whole fails:
@@ -115,7 +177,7 @@ fn parse_header(statements: &[String]) -> Vec<Stmt> {
 
 /// The names a module's imports bind, qualified: relative imports from `package`, and
 /// `dm = torch.get_device_module()` at the top level read as an import.
-pub(crate) fn module_imports(stmts: &[Stmt], api: &ApiModel, package: &[String]) -> Imports {
+fn module_imports(stmts: &[Stmt], api: &ApiModel, package: &[String]) -> Imports {
     let mut imports = Imports::collect(stmts);
     for s in stmts {
         if let Stmt::Assign { targets, value, .. } = s {
@@ -407,6 +469,63 @@ mod tests {
         };
         assert_eq!((alone.span, alone.name_span), (f.span, f.name_span));
         assert_eq!(alone.body.len(), f.body.len());
+    }
+
+    /// The top-level statements of a parse, as (kind, name) pairs.
+    fn outline_of(parsed: &Parsed) -> Vec<String> {
+        parsed
+            .0
+            .iter()
+            .map(|s| match s {
+                Stmt::Def(f) => format!("def {}", f.name),
+                Stmt::Class(c) => format!("class {}", c.name),
+                _ => "other".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn code_without_stream_work_is_blanked_before_parsing_and_spans_stay() {
+        let src = "import torch\n\n@cache\ndef shape(x):\n    return x.shape\n\nclass Plain:\n    def f(self):\n        return 1\n\nclass Side:\n    def __init__(self, dev='cpu'):\n        self.s = torch.cuda.Stream()\n\ndef make():\n    return Side(dev='cuda')\n\ndef run(x):\n    with torch.cuda.stream(torch.cuda.Stream()):\n        return x * 2\n";
+        let api = ApiModel::default();
+        let index = ModuleIndex::new("m".into(), src, &api);
+        let parsed = index.parse(src).unwrap();
+        // `shape` (with its decorator) and `Plain` have no stream code; `make` constructs a
+        // class that has.
+        assert_eq!(
+            outline_of(&parsed),
+            ["other", "class Side", "def make", "def run"]
+        );
+        let whole = parse_module(src).unwrap();
+        let span_of_run = |stmts: &[Stmt]| match stmts.last() {
+            Some(Stmt::Def(f)) => f.span,
+            _ => panic!("no function"),
+        };
+        assert_eq!(span_of_run(&parsed.0), span_of_run(&whole));
+        // Top-level functions stay known by name, blanked or not.
+        assert!(index.defined.contains("shape"));
+    }
+
+    #[test]
+    fn a_blanked_module_that_does_not_parse_is_parsed_whole() {
+        // The line scan takes the string's second line for a statement: blanking `f` alone
+        // leaves half a string.
+        let src = "import torch\ndef f():\n    return '''a\nb'''\n\ndef g():\n    torch.cuda.synchronize()\n";
+        let api = ApiModel::default();
+        let index = ModuleIndex::new("m".into(), src, &api);
+        let parsed = index.parse(src).unwrap();
+        assert_eq!(outline_of(&parsed), ["other", "def f", "def g"]);
+    }
+
+    #[test]
+    fn modules_with_data_loading_are_parsed_whole() {
+        let src = "from torch.utils.data import DataLoader\ndef collate(batch):\n    return batch[0].cuda()\n\ndef loader(ds):\n    return DataLoader(ds, num_workers=2, collate_fn=collate)\n";
+        let api = ApiModel::default();
+        let index = ModuleIndex::new("m".into(), src, &api);
+        assert_eq!(
+            outline_of(&index.parse(src).unwrap()),
+            ["other", "def collate", "def loader"]
+        );
     }
 
     #[test]
