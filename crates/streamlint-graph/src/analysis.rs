@@ -8,11 +8,37 @@ use crate::state::State;
 /// their fixed point in two or three rounds; the cap only bounds pathological inputs.
 const MAX_VISITS_PER_BLOCK: usize = 32;
 
-/// The states reaching each block of one body.
+/// The states leaving each block of one body, at the fixed point. The state reaching a block is
+/// not kept but met again from its predecessors' when the block is walked: a state holds many
+/// maps, and the fixed point would otherwise copy each block's twice per visit.
 pub struct Analysis<'b> {
     body: &'b Body,
     order: Vec<BlockId>,
-    entry_states: Vec<Option<State>>,
+    preds: Vec<Vec<BlockId>>,
+    exit_states: Vec<Option<State>>,
+}
+
+/// The state reaching `block`: the empty state at the entry, else the meet of the states leaving
+/// its predecessors analysed so far (`None` while none is).
+fn entry_state(
+    body: &Body,
+    preds: &[Vec<BlockId>],
+    exit_states: &[Option<State>],
+    block: BlockId,
+) -> Option<State> {
+    if block == body.entry {
+        return Some(State::default());
+    }
+    let mut state: Option<State> = None;
+    for p in &preds[block.index()] {
+        if let Some(ps) = &exit_states[p.index()] {
+            match &mut state {
+                Some(s) => s.meet(ps),
+                None => state = Some(ps.clone()),
+            }
+        }
+    }
+    state
 }
 
 impl<'b> Analysis<'b> {
@@ -25,7 +51,6 @@ impl<'b> Analysis<'b> {
         }
         let preds = body.predecessors();
         let mut exit_states: Vec<Option<State>> = vec![None; body.blocks.len()];
-        let mut entry_states: Vec<Option<State>> = vec![None; body.blocks.len()];
         let mut visits = vec![0usize; body.blocks.len()];
         let mut dirty = vec![false; body.blocks.len()];
         dirty[body.entry.index()] = true;
@@ -38,23 +63,9 @@ impl<'b> Analysis<'b> {
                 }
                 dirty[block.index()] = false;
                 visits[block.index()] += 1;
-                let mut state = if block == body.entry {
-                    Some(State::default())
-                } else {
-                    None
+                let Some(mut out) = entry_state(body, &preds, &exit_states, block) else {
+                    continue;
                 };
-                for p in &preds[block.index()] {
-                    if let Some(ps) = &exit_states[p.index()] {
-                        match &mut state {
-                            Some(s) if block != body.entry => s.meet(ps),
-                            Some(_) => {}
-                            None => state = Some(ps.clone()),
-                        }
-                    }
-                }
-                let Some(entry) = state else { continue };
-                entry_states[block.index()] = Some(entry.clone());
-                let mut out = entry;
                 for &op in &body.blocks[block.index()].ops {
                     out.apply(body, op);
                 }
@@ -73,7 +84,8 @@ impl<'b> Analysis<'b> {
         Analysis {
             body,
             order,
-            entry_states,
+            preds,
+            exit_states,
         }
     }
 
@@ -99,7 +111,8 @@ impl<'b> Analysis<'b> {
     /// Visit every reachable op once, in control-flow order, with the state just before it.
     pub fn walk(&self, mut visit: impl FnMut(OpId, &Op, &State)) {
         for &block in &self.order {
-            let Some(mut state) = self.entry_states[block.index()].clone() else {
+            let entry = entry_state(self.body, &self.preds, &self.exit_states, block);
+            let Some(mut state) = entry else {
                 continue;
             };
             for &op in &self.body.blocks[block.index()].ops {

@@ -17,7 +17,13 @@ use crate::wrappers;
 /// Lower every function of a parsed module.
 pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     let workers = Workers::find(&cx, stmts);
-    let constructions = constructions(stmts);
+    // Only classes read what their constructions pass.
+    let has_classes = memchr::memmem::find(cx.source.as_bytes(), b"class ").is_some();
+    let constructions = if has_classes {
+        constructions(stmts)
+    } else {
+        Constructions::new()
+    };
     let mut classes = Classes::new();
     summarize_classes(&cx, &constructions, stmts, &mut classes);
     let top = Scope {
@@ -363,6 +369,9 @@ struct Workers {
 
 impl Workers {
     fn find(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> Workers {
+        if !cx.prefilter.mentions_data_loading(cx.source.as_bytes()) {
+            return Workers::default();
+        }
         let datasets: Vec<String> = stmts
             .iter()
             .filter_map(|s| match s {

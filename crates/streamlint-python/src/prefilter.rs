@@ -25,35 +25,61 @@ impl Prefilter {
 
     /// Does `text` mention anything the analysis could act on?
     pub fn admits(&self, text: &[u8]) -> bool {
-        let found = |w: &str| memchr::memmem::find(text, w.as_bytes()).is_some();
-        uses_streams(text)
-            || STREAM_IDENTIFIERS.iter().any(|w| has_identifier(text, w))
-            || self.mentions_data_loading(text)
-            || self.configured.iter().any(|w| found(w))
+        self.stream_code(text).next().is_some() || self.mentions_data_loading(text)
+    }
+
+    /// Where `text` mentions stream code: every place [`Prefilter::admits`] looks for, data
+    /// loading aside, by offset (in no particular order). A piece of the text is admitted when it
+    /// holds one of them.
+    pub fn stream_code_offsets(&self, text: &[u8]) -> Vec<usize> {
+        self.stream_code(text).collect()
     }
 
     /// Does `text` mention datasets or data loaders (whose code may run in worker processes)?
     pub fn mentions_data_loading(&self, text: &[u8]) -> bool {
-        WORKER_WORDS
-            .iter()
-            .any(|w| memchr::memmem::find(text, w.as_bytes()).is_some())
+        data_loading(text).next().is_some()
+    }
+
+    /// Where `text` mentions datasets or data loaders, by offset (in no particular order).
+    pub fn data_loading_offsets(&self, text: &[u8]) -> Vec<usize> {
+        data_loading(text).collect()
+    }
+
+    fn stream_code<'t>(&'t self, text: &'t [u8]) -> impl Iterator<Item = usize> + 't {
+        stream_api_calls(text)
+            .chain(
+                STREAM_IDENTIFIERS
+                    .iter()
+                    .flat_map(move |w| identifier_offsets(text, w)),
+            )
+            .chain(
+                self.configured
+                    .iter()
+                    .flat_map(move |w| memchr::memmem::find_iter(text, w.as_bytes())),
+            )
     }
 }
 
-/// Does `word` occur in `text` as a whole identifier?
-fn has_identifier(text: &[u8], word: &str) -> bool {
+fn data_loading(text: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    WORKER_WORDS
+        .iter()
+        .flat_map(move |w| memchr::memmem::find_iter(text, w.as_bytes()))
+}
+
+/// Where `word` occurs in `text` as a whole identifier.
+fn identifier_offsets<'t>(text: &'t [u8], word: &'t str) -> impl Iterator<Item = usize> + 't {
     let ident = |b: Option<&u8>| b.is_some_and(|&b| b == b'_' || b.is_ascii_alphanumeric());
-    memchr::memmem::find_iter(text, word.as_bytes()).any(|at| {
+    memchr::memmem::find_iter(text, word.as_bytes()).filter(move |&at| {
         !ident(at.checked_sub(1).and_then(|i| text.get(i))) && !ident(text.get(at + word.len()))
     })
 }
 
-/// Does the text call something stream-like (`torch.cuda.Stream(`, `torch.cuda.stream(s)`,
-/// `wait_stream(`, `current_stream(`, `get_streams(`) or enter a stream as a context
-/// (`with side_stream:`)? Text that only passes a `stream=` argument along or names a
-/// parameter `stream` has no stream order of its own to get wrong.
-fn uses_streams(text: &[u8]) -> bool {
-    memchr::memmem::find_iter(text, b"tream").any(|i| {
+/// Where the text calls something stream-like (`torch.cuda.Stream(`, `torch.cuda.stream(s)`,
+/// `wait_stream(`, `current_stream(`, `get_streams(`) or enters a stream as a context (`with
+/// side_stream:`). Text that only passes a `stream=` argument along or names a parameter
+/// `stream` has no stream order of its own to get wrong.
+fn stream_api_calls(text: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    memchr::memmem::find_iter(text, b"tream").filter(|&i| {
         if !matches!(i.checked_sub(1).map(|j| text[j]), Some(b's' | b'S')) {
             return false;
         }

@@ -67,16 +67,20 @@ impl ModuleIndex {
         let outline = Outline::of(source);
         let header = parse_header(&outline.header);
         let imports = module_imports(&header, api, &package);
-        let prefilter = Prefilter::new(api);
+        let marks = Marks::of(source.as_bytes(), &Prefilter::new(api));
         let functions = outline
             .defs
             .iter()
             .filter_map(|(name, start, end)| {
                 let text = source.get(*start as usize..*end as usize)?;
-                may_lower_in_place(text.as_bytes(), &prefilter).then(|| {
+                let (start, end) = (*start as usize, *end as usize);
+                let generator = Marks::within(&marks.yields, start, end);
+                let stream_code = Marks::within(&marks.stream_code, start, end)
+                    || Marks::within(&marks.data_loading, start, end);
+                may_lower_in_place(text.len(), generator, stream_code).then(|| {
                     let candidate = Candidate {
                         text: text.to_string(),
-                        start: *start,
+                        start: start as u32,
                         def: OnceLock::new(),
                     };
                     (name.clone(), candidate)
@@ -89,7 +93,7 @@ impl ModuleIndex {
             defined: outline.defs.into_iter().map(|(n, ..)| n).collect(),
             functions,
             globals: outline.globals.into_iter().collect(),
-            inert: inert_blocks(source, &outline.blocks, &prefilter),
+            inert: inert_blocks(source, &outline.blocks, &marks),
         }
     }
 
@@ -124,6 +128,39 @@ impl ModuleIndex {
     }
 }
 
+/// Where a module's text has what the index looks for, by offset, sorted: one scan of the whole
+/// text, then a lookup per function or class.
+struct Marks {
+    /// What the prefilter admits, data loading aside.
+    stream_code: Vec<usize>,
+    /// Datasets and data loaders.
+    data_loading: Vec<usize>,
+    pinned: Vec<usize>,
+    yields: Vec<usize>,
+}
+
+impl Marks {
+    fn of(text: &[u8], prefilter: &Prefilter) -> Marks {
+        let sorted = |mut offsets: Vec<usize>| {
+            offsets.sort_unstable();
+            offsets
+        };
+        let all = |word: &[u8]| memchr::memmem::find_iter(text, word).collect::<Vec<_>>();
+        Marks {
+            stream_code: sorted(prefilter.stream_code_offsets(text)),
+            data_loading: sorted(prefilter.data_loading_offsets(text)),
+            pinned: all(b"pin_memory"),
+            yields: all(b"yield"),
+        }
+    }
+
+    /// Is one of `offsets` in `start..end`?
+    fn within(offsets: &[usize], start: usize, end: usize) -> bool {
+        let first = offsets.partition_point(|&at| at < start);
+        offsets.get(first).is_some_and(|&at| at < end)
+    }
+}
+
 /// The top-level functions and classes of a module whose analysis cannot need them: no stream
 /// code, event, `non_blocking` copy or pinned memory in their text (so nothing in them is lowered
 /// and their classes keep no stream state), and no construction of a class of the module that
@@ -131,36 +168,50 @@ impl ModuleIndex {
 /// stream code are lowered in place from the project index, which keeps its own copy of their
 /// text. A module with data-loading code keeps everything: the functions its loaders run in
 /// worker processes are found by name across the module.
-fn inert_blocks(source: &str, blocks: &[Block], prefilter: &Prefilter) -> Vec<(u32, u32)> {
-    let text = source.as_bytes();
-    if prefilter.mentions_data_loading(text) {
+fn inert_blocks(source: &str, blocks: &[Block], marks: &Marks) -> Vec<(u32, u32)> {
+    if !marks.data_loading.is_empty() {
         return Vec::new();
     }
-    let stream_code: Vec<bool> = blocks
+    let kept: Vec<bool> = blocks
         .iter()
         .map(|b| {
-            let text = &text[b.start as usize..b.end as usize];
-            prefilter.admits(text) || memchr::memmem::find(text, b"pin_memory").is_some()
+            let (start, end) = (b.start as usize, b.end as usize);
+            Marks::within(&marks.stream_code, start, end)
+                || Marks::within(&marks.pinned, start, end)
         })
         .collect();
-    let constructors: Vec<String> = blocks
+    let kept_classes: HashSet<&str> = blocks
         .iter()
-        .zip(&stream_code)
+        .zip(&kept)
         .filter(|(b, &kept)| b.is_class && kept)
-        .map(|(b, _)| format!("{}(", b.name))
+        .map(|(b, _)| b.name.as_str())
         .collect();
+    let constructions: Vec<usize> = if kept_classes.is_empty() {
+        Vec::new()
+    } else {
+        memchr::memchr_iter(b'(', source.as_bytes())
+            .filter(|&paren| kept_classes.contains(name_before(source, paren)))
+            .collect()
+    };
     blocks
         .iter()
-        .zip(&stream_code)
+        .zip(&kept)
         .filter(|(b, &kept)| {
-            let text = &text[b.start as usize..b.end as usize];
-            !kept
-                && !constructors
-                    .iter()
-                    .any(|c| memchr::memmem::find(text, c.as_bytes()).is_some())
+            !kept && !Marks::within(&constructions, b.start as usize, b.end as usize)
         })
         .map(|(b, _)| (b.start, b.end))
         .collect()
+}
+
+/// The identifier that ends at byte `end` of `source` (empty if none does).
+fn name_before(source: &str, end: usize) -> &str {
+    let head = &source[..end];
+    let start = head
+        .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .map_or(0, |i| {
+            i + head[i..].chars().next().map_or(1, char::len_utf8)
+        });
+    &head[start..]
 }
 
 /// The statements of a module's outline header that parse (one at a time where the whole fails:
@@ -249,14 +300,10 @@ pub(crate) const MAX_INLINE_BYTES: usize = 16_000;
 /// getters and setters of module state, helpers of a few statements.
 pub(crate) const SMALL_CALLEE_BYTES: usize = 1_200;
 
-/// Could a top-level function with this source text be lowered in place at some call: not a
-/// generator, within the size cap, and small or with stream code of its own? The project index
-/// keeps only these.
-pub(crate) fn may_lower_in_place(text: &[u8], prefilter: &Prefilter) -> bool {
-    let generator = memchr::memmem::find(text, b"yield").is_some();
-    !generator
-        && text.len() <= MAX_INLINE_BYTES
-        && (text.len() <= SMALL_CALLEE_BYTES || prefilter.admits(text))
+/// Could a top-level function be lowered in place at some call: not a generator, within the
+/// size cap, and small or with stream code of its own? The project index keeps only these.
+fn may_lower_in_place(len: usize, generator: bool, stream_code: bool) -> bool {
+    !generator && len <= MAX_INLINE_BYTES && (len <= SMALL_CALLEE_BYTES || stream_code)
 }
 
 /// Every parsed module of the run, with a lookup from dotted names to modules.

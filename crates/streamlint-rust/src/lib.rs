@@ -26,7 +26,7 @@ pub struct ParseError {
 pub fn lower_source(source: &str, deadline: Deadline) -> Result<Vec<Body>, ParseError> {
     let parsed = syn::parse_file(source);
     let result = match parsed {
-        Ok(file) => Ok(lower_file(&file, deadline)),
+        Ok(file) => Ok(lower_file(&file, source, deadline)),
         Err(e) => Err(ParseError {
             offset: e.span().byte_range().start as u32,
             message: e.to_string(),
@@ -46,10 +46,11 @@ pub fn parses(source: &str) -> bool {
 
 /// Lower the file's functions; when some free function has a summary worth applying, lower
 /// again with the summaries, so calls to it are seen through.
-fn lower_file(file: &syn::File, deadline: Deadline) -> Vec<Body> {
+fn lower_file(file: &syn::File, source: &str, deadline: Deadline) -> Vec<Body> {
     let mut structs = StructFields::default();
     structs.visit_file(file);
     let mut first = Functions {
+        source,
         structs: &structs.fields,
         summaries: HashMap::new(),
         bodies: Vec::new(),
@@ -66,6 +67,7 @@ fn lower_file(file: &syn::File, deadline: Deadline) -> Vec<Body> {
         return first.bodies;
     }
     let mut second = Functions {
+        source,
         structs: &structs.fields,
         summaries: found,
         bodies: Vec::new(),
@@ -95,6 +97,8 @@ impl<'ast> Visit<'ast> for StructFields {
 
 /// Every function body of the file, methods and nested functions included.
 struct Functions<'s> {
+    /// The file's text.
+    source: &'s str,
     structs: &'s HashMap<String, Vec<(String, TypeKind)>>,
     summaries: HashMap<String, Summary>,
     bodies: Vec<Body>,
@@ -148,11 +152,8 @@ impl<'ast> Visit<'ast> for Functions<'_> {
         };
         // Tracking is a property of the context: a method that turns it off, with none turning
         // it back on, leaves it off for the others.
-        let calls = |name: &str| {
-            i.items
-                .iter()
-                .any(|item| quote::quote!(#item).to_string().contains(name))
-        };
+        let text = self.source.get(i.span().byte_range()).unwrap_or_default();
+        let calls = |name: &str| text.contains(name);
         let disabled = calls("disable_event_tracking") && !calls("enable_event_tracking");
         let file = self.context(fields.unwrap_or_default(), disabled);
         for item in &i.items {
