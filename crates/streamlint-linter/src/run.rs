@@ -58,21 +58,19 @@ fn report(path: &Path, source: String, findings: Vec<Finding>) -> FileReport {
 /// Read a file and decide whether it is worth parsing; `admitted` when a first read already did.
 fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
     let done = |findings| Loaded::Done(report(path, String::new(), findings));
-    // Generated or vendored giants (a minified bundle, a dumped table) would cost more than the
-    // whole rest of a run; they are skipped with a finding that says so.
-    if let Ok(meta) = std::fs::metadata(path) {
-        if meta.len() > MAX_FILE_BYTES {
+    let bytes = match read_within_limit(path) {
+        Ok(Ok(b)) => b,
+        Ok(Err(len)) => {
+            // Generated or vendored giants (a minified bundle, a dumped table) would cost more
+            // than the whole rest of a run; they are skipped with a finding that says so.
             let mb = |bytes: u64| bytes as f64 / 1e6;
             let message = format!(
                 "skipped: the file is {:.1} MB, over the {:.0} MB limit for one file",
-                mb(meta.len()),
+                mb(len),
                 mb(MAX_FILE_BYTES)
             );
             return done(error_finding(settings, message));
         }
-    }
-    let bytes = match std::fs::read(path) {
-        Ok(b) => b,
         Err(e) => {
             return done(error_finding(
                 settings,
@@ -101,6 +99,20 @@ fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
             ))
         }
     }
+}
+
+/// The bytes of a file, or its length when it is over [`MAX_FILE_BYTES`]. The file is opened
+/// once: its size comes from the open file, not from a second lookup of its path.
+fn read_within_limit(path: &Path) -> std::io::Result<Result<Vec<u8>, u64>> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    if len > MAX_FILE_BYTES {
+        return Ok(Err(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize + 1);
+    file.read_to_end(&mut bytes)?;
+    Ok(Ok(bytes))
 }
 
 /// Run `f`, turning a panic (always a bug) into the internal-error finding.

@@ -92,9 +92,10 @@ impl Outline {
         for raw in source.split_inclusive('\n') {
             let start = offset;
             offset += raw.len() as u32;
-            let line = raw.trim_end_matches(['\n', '\r']);
+            let line = raw.strip_suffix('\n').unwrap_or(raw);
+            let line = line.strip_suffix('\r').unwrap_or(line);
             let end = start + line.len() as u32;
-            let code = line.trim_start();
+            let code = line.trim_ascii_start();
             if let Some((mut text, depth)) = import.take() {
                 text.push('\n');
                 text.push_str(line);

@@ -45,7 +45,7 @@ pub fn parses(source: &str) -> bool {
 }
 
 /// Lower the file's functions; when some free function has a summary worth applying, lower
-/// again with the summaries, so calls to it are seen through.
+/// again, with the summaries, the functions that name one of them (the others lower as before).
 fn lower_file(file: &syn::File, source: &str, deadline: Deadline) -> Vec<Body> {
     let mut structs = StructFields::default();
     structs.visit_file(file);
@@ -54,6 +54,7 @@ fn lower_file(file: &syn::File, source: &str, deadline: Deadline) -> Vec<Body> {
         structs: &structs.fields,
         summaries: HashMap::new(),
         bodies: Vec::new(),
+        earlier: Vec::new().into_iter(),
         found: HashMap::new(),
         deadline,
     };
@@ -71,6 +72,7 @@ fn lower_file(file: &syn::File, source: &str, deadline: Deadline) -> Vec<Body> {
         structs: &structs.fields,
         summaries: found,
         bodies: Vec::new(),
+        earlier: first.bodies.into_iter(),
         found: HashMap::new(),
         deadline,
     };
@@ -102,19 +104,31 @@ struct Functions<'s> {
     structs: &'s HashMap<String, Vec<(String, TypeKind)>>,
     summaries: HashMap<String, Summary>,
     bodies: Vec<Body>,
+    /// The bodies of a first lowering without summaries, in the order functions are visited.
+    earlier: std::vec::IntoIter<Body>,
     /// Summaries of the free functions lowered.
     found: HashMap<String, Summary>,
     deadline: Deadline,
 }
 
-impl Functions<'_> {
+impl<'s> Functions<'s> {
     fn lower(
         &mut self,
         sig: &syn::Signature,
         block: &syn::Block,
         whole: proc_macro2::Span,
-        file: &FileContext,
+        file: &FileContext<'_>,
     ) {
+        let earlier = self.earlier.next();
+        let text = self.source.get(whole.byte_range()).unwrap_or_default();
+        let calls_summarized = file
+            .summaries
+            .keys()
+            .any(|name| text.contains(name.as_str()));
+        if let Some(body) = earlier.filter(|_| !calls_summarized) {
+            self.bodies.push(body);
+            return;
+        }
         let (body, summary) = lower::lower_fn(sig, block, whole, file);
         if sig.receiver().is_none() {
             self.found.insert(sig.ident.to_string(), summary);
@@ -122,8 +136,13 @@ impl Functions<'_> {
         self.bodies.push(body);
     }
 
-    fn context(&mut self, fields: Vec<(String, TypeKind)>, tracking_disabled: bool) -> FileContext {
+    fn context(
+        &mut self,
+        fields: Vec<(String, TypeKind)>,
+        tracking_disabled: bool,
+    ) -> FileContext<'s> {
         FileContext {
+            source: self.source,
             fields,
             tracking_disabled,
             summaries: std::mem::take(&mut self.summaries),

@@ -69,7 +69,8 @@ const WORDS: &[&str] = &[
     "launch!",
 ];
 
-/// Does `source` mention anything the Rust model acts on?
+/// Does `source` mention anything the Rust model acts on, in code? A word in a line comment (a
+/// doc example's `use cust::prelude::*;`) is no code of this file.
 pub fn may_contain_gpu_code(source: &[u8]) -> bool {
     let ident = |b: Option<&u8>| b.is_some_and(|&b| b == b'_' || b.is_ascii_alphanumeric());
     WORDS.iter().any(|w| {
@@ -78,9 +79,15 @@ pub fn may_contain_gpu_code(source: &[u8]) -> bool {
             let before = at.checked_sub(1).and_then(|i| source.get(i));
             let after = source.get(at + w.len());
             let ends_there = !open_end || !ident(after);
-            !ident(before) && ends_there
+            !ident(before) && ends_there && !in_line_comment(source, at)
         })
     })
+}
+
+/// Is byte `at` after a `//` on its line?
+fn in_line_comment(source: &[u8], at: usize) -> bool {
+    let line_start = memchr::memrchr(b'\n', &source[..at]).map_or(0, |i| i + 1);
+    memchr::memmem::find(&source[line_start..at], b"//").is_some()
 }
 
 #[cfg(test)]
@@ -101,6 +108,8 @@ mod tests {
         }
         for no in [
             "CUPTI_CBID_NVTX_nvtxNameCudaStreamA = 26,",
+            "/// use cust::prelude::*;",
+            "let x = 1; // see CudaStream",
             "fn custom_op() {}",
             "let my_cudarc_version = 1;",
             "fn renew_stream() {}",

@@ -60,7 +60,7 @@ impl Lowerer<'_> {
                 let key = "borrowed stream";
                 let s = self.named_stream(key, StreamOrigin::Unknown);
                 if self.b.body().stream(s).expr == key {
-                    let spelled = spelling::print_expr(&syn::Expr::MethodCall(m.clone()));
+                    let spelled = self.spelled(m);
                     let stream = self.b.stream_mut(s);
                     stream.display = format!("`{spelled}`");
                     stream.expr = spelled;
@@ -625,7 +625,7 @@ impl Lowerer<'_> {
                 } else {
                     TypeKind::UntrackedBuffer
                 };
-                let name = spelling::print_expr(&m.receiver);
+                let name = self.spelled(&m.receiver);
                 match self.entry_value(&name, kind, StreamOrigin::Attribute, Owner::Attribute, sp) {
                     Value::Slice(x) => x,
                     _ => return Value::Unknown,

@@ -126,11 +126,14 @@ struct Lowerer<'f> {
     /// Each parameter's value at entry, by position.
     params: Vec<Value>,
     deadline: Deadline,
+    source: &'f str,
 }
 
 /// What the rest of the file tells about a function before its body is read.
 #[derive(Default)]
-pub struct FileContext {
+pub struct FileContext<'s> {
+    /// The file's text: expressions are named as they are written.
+    pub source: &'s str,
     /// The typed fields of the `impl`'s struct, reachable as `self.field`.
     pub fields: Vec<(String, TypeKind)>,
     /// Another method of the same `impl` turns tracking off for good (typically the constructor
@@ -147,7 +150,7 @@ pub fn lower_fn(
     sig: &syn::Signature,
     block: &syn::Block,
     whole: proc_macro2::Span,
-    file: &FileContext,
+    file: &FileContext<'_>,
 ) -> (Body, Summary) {
     let ambient = Stream {
         display: "the default stream".into(),
@@ -174,6 +177,7 @@ pub fn lower_fn(
         summaries: &file.summaries,
         params: Vec::new(),
         deadline: file.deadline,
+        source: file.source,
     };
     l.bind_params(sig);
     l.bind_fields(sig, &file.fields);
@@ -191,6 +195,11 @@ pub fn lower_fn(
 }
 
 impl Lowerer<'_> {
+    /// An expression as the file spells it.
+    fn spelled(&self, expr: &(impl quote::ToTokens + syn::spanned::Spanned)) -> String {
+        spelling::spelled(self.source, expr)
+    }
+
     // ----- entities and tracking -------------------------------------------------------------
 
     fn tracking_active(&self) -> bool {

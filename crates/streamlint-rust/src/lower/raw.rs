@@ -60,20 +60,27 @@ impl Lowerer<'_> {
         }
     }
 
-    /// Raw pointers named anywhere in the arguments: (buffer, written).
-    pub(super) fn pointers_in(
+    /// Raw pointers named anywhere in the expressions: (buffer, written). Their tokens are read
+    /// only while some local holds a pointer.
+    pub(super) fn pointers_in<'e>(
         &self,
-        args: &syn::punctuated::Punctuated<syn::Expr, syn::token::Comma>,
+        exprs: impl IntoIterator<Item = &'e syn::Expr>,
     ) -> Vec<(BufferId, bool)> {
         let mut out = Vec::new();
-        for a in args {
-            let tokens = quote::quote!(#a);
-            self.pointers_in_tokens(tokens, &mut out);
+        let holds_pointers = self
+            .scopes
+            .iter()
+            .flatten()
+            .any(|l| !l.gone && matches!(l.value, Value::Ptr { .. } | Value::Ptrs(_)));
+        if holds_pointers {
+            for e in exprs {
+                self.pointers_in_tokens(quote::quote!(#e), &mut out);
+            }
         }
         out
     }
 
-    pub(super) fn pointers_in_tokens(
+    fn pointers_in_tokens(
         &self,
         tokens: proc_macro2::TokenStream,
         out: &mut Vec<(BufferId, bool)>,

@@ -2,8 +2,9 @@
 //! own expressions, so a receiver such as `*stream` or `a.b()?` keeps its meaning (the printer
 //! adds the parentheses precedence needs) and the text is formatted the way rustfmt would.
 
-use quote::quote;
+use quote::{quote, ToTokens};
 use streamlint_graph::Spelling;
+use syn::spanned::Spanned;
 
 pub(super) const SPELLING: Spelling = Spelling {
     record_stream: None,
@@ -41,9 +42,23 @@ fn receiver(expr: syn::Expr) -> proc_macro2::TokenStream {
     }
 }
 
-/// An expression as formatted source on a single line.
-pub(super) fn print_expr(expr: &syn::Expr) -> String {
-    print_tokens(quote!(#expr))
+/// An expression as written in `source`, on one line (a method chain continued on the next line
+/// joins without a space); as formatted source where its text cannot be found.
+pub(super) fn spelled(source: &str, expr: &(impl ToTokens + Spanned)) -> String {
+    let Some(text) = source
+        .get(expr.span().byte_range())
+        .filter(|t| !t.is_empty())
+    else {
+        return print_tokens(quote!(#expr));
+    };
+    let mut out = String::with_capacity(text.len());
+    for line in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        if !out.is_empty() && !line.starts_with(['.', '?', ')', ']']) {
+            out.push(' ');
+        }
+        out.push_str(line);
+    }
+    out
 }
 
 /// Prints an expression's tokens as formatted source on a single line.

@@ -27,7 +27,10 @@ impl Lowerer<'_> {
                 syn::Stmt::Macro(m) => self.macro_call(&m.mac),
                 syn::Stmt::Item(_) => {}
             }
-            self.drop_temporary_streams(streams_before, span_of(stmt.span()));
+            // A span is found by printing the statement: only when a stream needs one.
+            if self.owned_alive.len() > streams_before {
+                self.drop_temporary_streams(streams_before, span_of(stmt.span()));
+            }
         }
         let end = block.brace_token.span.close();
         // The function's own block: its end is the function's exit.
@@ -39,7 +42,9 @@ impl Lowerer<'_> {
     }
 
     pub(super) fn local(&mut self, local: &syn::Local) {
-        let sp = span_of(local.span());
+        // From `let` to `;`, without printing the statement to find its ends.
+        let whole = local.let_token.span.join(local.semi_token.span);
+        let sp = span_of(whole.unwrap_or_else(|| local.span()));
         // `let (a, b) = (x, y);` binds element by element.
         if let (syn::Pat::Tuple(pats), Some(syn::Expr::Tuple(exprs))) =
             (&local.pat, local.init.as_ref().map(|i| i.expr.as_ref()))
@@ -74,9 +79,7 @@ impl Lowerer<'_> {
         let mut value = init.map(|(v, _)| v).unwrap_or(Value::Unknown);
         if let (Value::Unknown, Some(i)) = (&value, &local.init) {
             // `let params = [&ptr as *const _ as *mut c_void, ...]` carries the pointers.
-            let expr = &i.expr;
-            let mut ptrs = Vec::new();
-            self.pointers_in_tokens(quote::quote!(#expr), &mut ptrs);
+            let ptrs = self.pointers_in([i.expr.as_ref()]);
             if !ptrs.is_empty() {
                 value = Value::Ptrs(ptrs);
             }
