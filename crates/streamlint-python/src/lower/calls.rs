@@ -143,6 +143,18 @@ impl<'a> Lowerer<'a> {
         if inputs.is_empty() {
             return Value::Unknown;
         }
+        // An event recorded here and given with the tensors (`combine(out, out_ready)`) is there
+        // for the callee to wait on before it reads them, as when the two are returned together:
+        // the current stream waits on it. An event not recorded yet is the callee's to record.
+        for event in vals.iter().flat_map(Value::events) {
+            let recorded = self.b.body().ops_iter().any(
+                |(_, op)| matches!(op.kind, OpKind::RecordEvent { event: e, .. } if e == event),
+            );
+            if recorded {
+                let stream = self.current;
+                self.b.push(OpKind::WaitEvent { stream, event }, span);
+            }
+        }
         self.read_all(&inputs, span);
         let name = self.value_name("result");
         let how = if callee == Callee::Module {
