@@ -350,23 +350,32 @@ impl<'a> Lowerer<'a> {
             } else if annotation.ends_with("Event") {
                 Value::Event(self.event_at(p.span, &p.name, false))
             } else {
-                let how = if host_named(&p.name) {
+                // The annotation as written (`layer_id: int`, `batch: ForwardBatch`,
+                // `mask: np.ndarray | None`).
+                let annotation_text = p.annotation.as_ref().map(|a| {
+                    let span = a.span();
+                    self.cx
+                        .source
+                        .get(span.start as usize..span.end as usize)
+                        .unwrap_or("Tensor")
+                });
+                // A NumPy array is host memory, whatever a callee turns it into.
+                let host_array =
+                    annotation_text.is_some_and(|t| t.contains("ndarray") && !t.contains("Tensor"));
+                let how = if host_named(&p.name) || host_array {
                     Production::Host
                 } else {
                     Production::Entry
                 };
-                let buf = self.buffer_at(p.span, "param", &p.name, Memory::Device, Owner::Caller);
-                // An annotation says what the argument is (`layer_id: int`, `batch: ForwardBatch`);
-                // `*args` gathers several.
-                let annotated_other = p.annotation.as_ref().is_some_and(|a| {
-                    let span = a.span();
-                    let text = self
-                        .cx
-                        .source
-                        .get(span.start as usize..span.end as usize)
-                        .unwrap_or("Tensor");
-                    !annotation_may_hold_tensors(text)
-                });
+                let memory = if host_array {
+                    Memory::PageableHost
+                } else {
+                    Memory::Device
+                };
+                let buf = self.buffer_at(p.span, "param", &p.name, memory, Owner::Caller);
+                // An annotation says what the argument is; `*args` gathers several.
+                let annotated_other =
+                    annotation_text.is_some_and(|t| !annotation_may_hold_tensors(t));
                 if !p.variadic && !annotated_other {
                     self.param_buffers.push(buf);
                 }
