@@ -46,8 +46,12 @@ impl<'a> Lowerer<'a> {
                 if orelse.is_empty() && self.unrolled_stream_loop(target, iter, body) {
                     return;
                 }
-                // A loop over a list known to hold items runs its body at least once.
-                let at_least_once = self.iterates_filled_list(iter);
+                // A loop over a list known to hold items runs its body at least once. So, as
+                // for an `if` that only waits, does a loop that only waits (one wait per device
+                // of the inputs): when it runs no time, nothing needed a wait.
+                let only_orders =
+                    orelse.is_empty() && !body.is_empty() && body.iter().all(is_ordering_stmt);
+                let at_least_once = only_orders || self.iterates_filled_list(iter);
                 let element = self.loop_element(iter, target);
                 let loop_target = LoopTarget {
                     target,
