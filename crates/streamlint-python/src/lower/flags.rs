@@ -112,8 +112,8 @@ pub(super) fn assigns(stmts: &[Stmt], name: &str) -> bool {
     bindings(stmts).contains_key(name)
 }
 
-/// Correlated tests split the paths at most this many times per function (each split lowers
-/// the rest of its block twice).
+/// Correlated tests split a path at most this many times, one split inside the other (each
+/// split lowers the rest of its block twice, so the nesting is what costs).
 pub(super) const MAX_FLAG_SPLITS: usize = 2;
 
 impl<'a> Lowerer<'a> {
@@ -186,7 +186,8 @@ impl<'a> Lowerer<'a> {
     /// Lower `stmts` once with `flag` true and once with it false, and join: its tests agree
     /// on each path.
     pub(super) fn split_on(&mut self, flag: String, stmts: &[Stmt]) {
-        self.flag_splits += 1;
+        // Both paths may split as often again: the limit is on splits one inside the other.
+        let outer_splits = self.flag_splits;
         let from = self.b.current();
         let (env, current, produced) = (self.env.clone(), self.current, self.produced.clone());
         let mut ends = Vec::new();
@@ -197,6 +198,7 @@ impl<'a> Lowerer<'a> {
             self.current = current;
             self.produced = produced.clone();
             self.flags.insert(flag.clone(), value);
+            self.flag_splits = outer_splits + 1;
             self.stmts(stmts);
             self.flags.remove(&flag);
             produced_on_some_path.extend(self.produced.iter().copied());
@@ -209,5 +211,6 @@ impl<'a> Lowerer<'a> {
         self.b.switch_to(join);
         self.env = merge_env(&ends[0].1, &ends[1].1);
         self.produced = produced_on_some_path;
+        self.flag_splits = outer_splits;
     }
 }
