@@ -449,6 +449,12 @@ impl<'a> Lowerer<'a> {
             created: created.then_some(span),
             internal: false,
         };
+        // An event bound to a name (`done = side.record_event()` in both arms of an `if`) is
+        // one object to the code after the branches: it is known by the name, not the site.
+        if self.binding.as_deref() == Some(name) {
+            let tag = format!("event {name}");
+            return EventId(self.site(Span::default(), &tag, |b| b.add_event(event).0));
+        }
         EventId(self.site(span, "event", |b| b.add_event(event).0))
     }
 
