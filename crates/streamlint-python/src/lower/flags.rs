@@ -63,22 +63,23 @@ pub(super) fn bindings(body: &[Stmt]) -> HashMap<String, (usize, Option<bool>)> 
     bound
 }
 
-/// The names that `if` and `elif` tests of `stmts` are (`if overlap:`, `if not overlap:`), at
-/// any depth of nested blocks but not in nested functions.
+/// The flags that `if` and `elif` tests of `stmts` are made of (`if overlap:`, `if not overlap:`,
+/// `if self.indexer is not None and side is not None:`), at any depth of nested blocks but not
+/// in nested functions.
 pub(super) fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
     for s in stmts {
-        if let Stmt::If { test, .. } = s {
-            let flag = match test {
-                Expr::Operator {
-                    op: Operator::Not,
-                    operands,
-                    ..
-                } => operands.first(),
-                other => Some(other),
-            };
-            if let Some(key) = flag.and_then(flag_key) {
-                out.push(key);
+        if let Stmt::If {
+            test, body, orelse, ..
+        } = s
+        {
+            let mut found = Vec::new();
+            flags_of_test(test, &mut found);
+            // `if side is not None: main.wait_stream(side)` is taken as run (see
+            // `Lowerer::stmt`): whether a stream exists is not a switch its waits follow.
+            if orelse.is_empty() && body.iter().all(is_ordering_stmt) {
+                found.retain(|key| !key.ends_with(IS_NONE));
             }
+            out.extend(found);
         }
         s.blocks()
             .into_iter()
@@ -86,9 +87,28 @@ pub(super) fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
     }
 }
 
-/// The name under which a test is a flag: a local name (`overlap`) or a setting's getter
-/// (`envs.USE_MULTI_STREAM.get()`). Two tests with one key agree within a block that does not
-/// assign it; attributes and other calls can change in between, so they are not flags.
+/// The flags a test is made of: itself, what it negates, and each operand of an `and`.
+fn flags_of_test(test: &Expr, out: &mut Vec<String>) {
+    match test {
+        Expr::Operator {
+            op: Operator::Not,
+            operands,
+            ..
+        } => operands.iter().for_each(|o| flags_of_test(o, out)),
+        Expr::Operator {
+            op: Operator::And,
+            operands,
+            ..
+        } => operands.iter().for_each(|o| flags_of_test(o, out)),
+        other => out.extend(flag_key(other)),
+    }
+}
+
+/// The name under which a test is a flag: a local name (`overlap`), a setting's getter
+/// (`envs.USE_MULTI_STREAM.get()`), or whether a name or an attribute is `None` (`self.indexer
+/// is not None`: a part the object was built with or without). Two tests with one key agree
+/// within a block that does not assign what they test; other attributes and calls can change in
+/// between, so they are not flags.
 pub(super) fn flag_key(test: &Expr) -> Option<String> {
     match test {
         Expr::Name { id, .. } => Some(id.clone()),
@@ -103,13 +123,48 @@ pub(super) fn flag_key(test: &Expr) -> Option<String> {
                 .filter(|d| !d.starts_with("self.") && d.ends_with(".get"))?;
             Some(format!("{getter}()"))
         }
+        Expr::Operator {
+            op: Operator::Is | Operator::IsNot,
+            operands,
+            ..
+        } => match operands.as_slice() {
+            [x, Expr::Constant {
+                value: Constant::None,
+                ..
+            }] => Some(format!("{}{IS_NONE}", x.dotted()?)),
+            _ => None,
+        },
         _ => None,
     }
 }
 
-/// Does any statement of `stmts` bind `name`?
-pub(super) fn assigns(stmts: &[Stmt], name: &str) -> bool {
-    bindings(stmts).contains_key(name)
+/// How the key of a `None` test ends: the flag is true where the subject is `None`.
+const IS_NONE: &str = " is None";
+
+/// Does any statement of `stmts` bind what the flag `key` tests (a name, or the attribute a
+/// `None` test is about)?
+pub(super) fn assigns(stmts: &[Stmt], key: &str) -> bool {
+    let subject = key.strip_suffix(IS_NONE).unwrap_or(key);
+    if !subject.contains('.') {
+        return bindings(stmts).contains_key(subject);
+    }
+    let mut found = false;
+    visit_assignments(stmts, &mut |target| {
+        found |= target.dotted().as_deref() == Some(subject);
+    });
+    found
+}
+
+/// Every assignment target of `stmts`, at any depth but not in nested functions.
+fn visit_assignments(stmts: &[Stmt], f: &mut impl FnMut(&Expr)) {
+    for s in stmts {
+        if let Stmt::Assign { targets, .. } = s {
+            targets.iter().for_each(&mut *f);
+        }
+        s.blocks()
+            .into_iter()
+            .for_each(|block| visit_assignments(block, f));
+    }
 }
 
 /// Correlated tests split a path at most this many times, one split inside the other (each
@@ -126,8 +181,16 @@ impl<'a> Lowerer<'a> {
         };
         let short_circuit = match op {
             Operator::Not => return self.decided_flag(operands.first()?).map(|v| !v),
-            Operator::Is => return self.decided_none_test(operands),
-            Operator::IsNot => return self.decided_none_test(operands).map(|v| !v),
+            Operator::Is | Operator::IsNot => {
+                let is_none = self
+                    .decided_none_test(operands)
+                    .or_else(|| self.flags.get(&flag_key(test)?).copied());
+                return if *op == Operator::Is {
+                    is_none
+                } else {
+                    is_none.map(|v| !v)
+                };
+            }
             Operator::And => false,
             Operator::Or => true,
             _ => return None,
@@ -152,12 +215,16 @@ impl<'a> Lowerer<'a> {
         else {
             return None;
         };
-        let name = x.dotted()?;
-        match self.env.get(&name) {
+        self.decided_none(&x.dotted()?)
+    }
+
+    /// Is the name `None`, as far as what it holds decides (see [`Self::decided_none_test`])?
+    fn decided_none(&self, name: &str) -> Option<bool> {
+        match self.env.get(name) {
             Some(Value::Stream(_)) => Some(false),
             Some(Value::None) => Some(true),
             // A name already used as a stream here (`with torch.cuda.stream(self._stream)`).
-            None if self.named_streams.contains_key(&name) => Some(false),
+            None if self.named_streams.contains_key(name) => Some(false),
             _ => None,
         }
     }
@@ -173,7 +240,15 @@ impl<'a> Lowerer<'a> {
         let (first, rest) = stmts.split_first()?;
         let mut here = Vec::new();
         tested_flags(std::slice::from_ref(first), &mut here);
-        here.retain(|n| !self.flags.contains_key(n));
+        // Tests already decided (a name holding a stream is not `None`) need no split, nor do
+        // tests of whether a stream exists: a stream that may be `None` counts as there (see
+        // `decided_none_test`).
+        here.retain(|n| {
+            let about_a_stream = n.strip_suffix(IS_NONE).is_some_and(|subject| {
+                self.decided_none(subject).is_some() || inline::stream_like(subject, "")
+            });
+            !self.flags.contains_key(n) && !about_a_stream
+        });
         if here.is_empty() {
             return None;
         }
