@@ -86,10 +86,14 @@ impl Outline {
         let mut decorated_from: Option<u32> = None;
         // An import statement continued over several lines, with its open brackets.
         let mut import: Option<(String, i32)> = None;
-        let mut offset = 0u32;
+        // A byte-order mark is no part of the first statement; offsets still count it.
+        let (text, mut offset) = match source.strip_prefix('\u{feff}') {
+            Some(rest) => (rest, '\u{feff}'.len_utf8() as u32),
+            None => (source, 0u32),
+        };
         // Brackets the current statement has left open.
         let mut open = 0i32;
-        for raw in source.split_inclusive('\n') {
+        for raw in text.split_inclusive('\n') {
             let start = offset;
             offset += raw.len() as u32;
             let line = raw.strip_suffix('\n').unwrap_or(raw);
@@ -181,6 +185,15 @@ impl Outline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_statement() {
+        let src = "\u{feff}import torch\ndef f():\n    pass\n";
+        let o = Outline::of(src);
+        assert_eq!(o.header, ["import torch"]);
+        let (_, start, _) = &o.defs[0];
+        assert_eq!(&src[*start as usize..*start as usize + 3], "def");
+    }
 
     #[test]
     fn functions_globals_and_imports_are_found_by_lines() {
