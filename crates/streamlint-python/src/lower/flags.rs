@@ -171,6 +171,10 @@ fn visit_assignments(stmts: &[Stmt], f: &mut impl FnMut(&Expr)) {
 /// split lowers the rest of its block twice, so the nesting is what costs).
 pub(super) const MAX_FLAG_SPLITS: usize = 2;
 
+/// And a body at most this many times in all: a long function with many pairs of tests would
+/// otherwise be lowered over and over.
+pub(super) const MAX_SPLITS_PER_BODY: usize = 4;
+
 impl<'a> Lowerer<'a> {
     /// The value a test of flags (`overlap`, `not overlap`, `overlap and x`) takes on the path
     /// being lowered, if the flags decide it without evaluating anything else: `and` and `or`
@@ -234,7 +238,7 @@ impl<'a> Lowerer<'a> {
     /// the block: the two tests agree, so the paths that take one branch of the first and the
     /// other of the second cannot run.
     pub(super) fn correlated_flag(&self, stmts: &[Stmt]) -> Option<String> {
-        if self.flag_splits >= MAX_FLAG_SPLITS {
+        if self.flag_splits >= MAX_FLAG_SPLITS || self.splits_made >= MAX_SPLITS_PER_BODY {
             return None;
         }
         let (first, rest) = stmts.split_first()?;
@@ -242,12 +246,19 @@ impl<'a> Lowerer<'a> {
         tested_flags(std::slice::from_ref(first), &mut here);
         // Tests already decided (a name holding a stream is not `None`) need no split, nor do
         // tests of whether a stream exists: a stream that may be `None` counts as there (see
-        // `decided_none_test`).
+        // `decided_none_test`). `None` tests are everywhere (`if bias is not None:`): a split on
+        // one is worth its cost only where the first test guards stream code.
+        let guards_stream_code = match first {
+            Stmt::If { span, .. } => self.cx.prefilter.admits(self.cx.text(*span)),
+            _ => false,
+        };
         here.retain(|n| {
-            let about_a_stream = n.strip_suffix(IS_NONE).is_some_and(|subject| {
-                self.decided_none(subject).is_some() || inline::stream_like(subject, "")
+            let none_test = n.strip_suffix(IS_NONE).map(|subject| {
+                self.decided_none(subject).is_some()
+                    || inline::stream_like(subject, "")
+                    || !guards_stream_code
             });
-            !self.flags.contains_key(n) && !about_a_stream
+            !self.flags.contains_key(n) && none_test != Some(true)
         });
         if here.is_empty() {
             return None;
@@ -263,6 +274,7 @@ impl<'a> Lowerer<'a> {
     pub(super) fn split_on(&mut self, flag: String, stmts: &[Stmt]) {
         // Both paths may split as often again: the limit is on splits one inside the other.
         let outer_splits = self.flag_splits;
+        self.splits_made += 1;
         let from = self.b.current();
         let (env, current, produced) = (self.env.clone(), self.current, self.produced.clone());
         let mut ends = Vec::new();

@@ -189,8 +189,11 @@ pub struct Lowerer<'a> {
     /// Local flags bound once to `True` or `False` (`overlap = False`), and names whose
     /// correlated tests split the paths (see `split_on`): their `if`s are decided.
     flags: HashMap<String, bool>,
-    /// Splits made on correlated tests so far (each doubles what follows it).
+    /// Splits on correlated tests the path being lowered is inside (each doubles what follows
+    /// it).
     flag_splits: usize,
+    /// Correlated tests split so far in this body, at any depth (see `flags::MAX_SPLITS_PER_BODY`).
+    splits_made: usize,
     /// The name being assigned, to give a created stream a readable name.
     binding: Option<String>,
     /// The expression whose value `binding` receives.
@@ -273,6 +276,7 @@ impl<'a> Lowerer<'a> {
             placements: HashMap::new(),
             flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
             flag_splits: 0,
+            splits_made: 0,
             in_trial: false,
             binding: None,
             binding_value: None,
