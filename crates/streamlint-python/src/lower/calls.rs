@@ -76,7 +76,7 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 let recv = self.eval(receiver);
-                let recv = self.duck_type(recv, receiver, attr, args.len() + keywords.len());
+                let recv = self.duck_type(recv, receiver, attr, args, keywords.len());
                 self.method_call(recv, receiver, attr, args, keywords, span)
             }
             Expr::Name { id, .. } if !self.env.contains_key(id) => {

@@ -21,6 +21,19 @@ pub(super) fn indexed_stream(container: &Expr, index: &Expr) -> Option<String> {
     Some(format!("{base}[{key}]"))
 }
 
+/// Is the expression, by its spelling, a stream (`side_stream`, `self.aux_stream`,
+/// `torch.cuda.current_stream()`)?
+fn names_a_stream(expr: &Expr) -> bool {
+    let spelled = match expr {
+        Expr::Call { func, .. } => func.dotted(),
+        other => other.dotted(),
+    };
+    spelled.is_some_and(|s| {
+        let last = s.rsplit('.').next().unwrap_or(&s).to_ascii_lowercase();
+        last.contains("stream")
+    })
+}
+
 impl<'a> Lowerer<'a> {
     /// A receiver whose kind is not known, classified by the method called on it: only streams
     /// have `wait_stream`, and an event-named value that is recorded or waited on is an event.
@@ -29,8 +42,10 @@ impl<'a> Lowerer<'a> {
         recv: Value,
         receiver: &Expr,
         method: &str,
-        args_len: usize,
+        args: &[Expr],
+        keywords_len: usize,
     ) -> Value {
+        let args_len = args.len() + keywords_len;
         if !matches!(recv, Value::Unknown | Value::Param(_)) {
             return recv;
         }
@@ -48,7 +63,12 @@ impl<'a> Lowerer<'a> {
             || last.ends_with("_ev")
             || last.ends_with("_evt")
             // `ready.record()` on a local: only events record themselves with no argument.
-            || (method == "record" && args_len == 0 && !name.contains('.'));
+            || (method == "record" && args_len == 0 && !name.contains('.'))
+            // `fork.record(current_stream())`, `fork.wait(side_stream)`: only events are
+            // recorded on, or waited for by, a stream given as the one argument.
+            || (matches!(method, "record" | "wait")
+                && args_len == 1
+                && args.first().is_some_and(names_a_stream));
         match method {
             "wait_stream" | "wait_event" | "record_event" => {
                 Value::Stream(self.named_stream(&name))
