@@ -169,7 +169,9 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     let lower = |t: &Text, module: Option<usize>| {
         let deadline = Deadline::after(settings.file_time_limit);
         match module {
-            Some(m) => (project.module(m).parse(&t.source))
+            Some(m) => project
+                .module(m)
+                .parse(&t.source)
                 .map(|parsed| project.lower(m, &t.source, &parsed, deadline))
                 .map_err(|e| (e.offset, e.message)),
             None => streamlint_rust::lower_source(&t.source, deadline)

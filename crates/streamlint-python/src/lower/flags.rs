@@ -91,12 +91,7 @@ pub(super) fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
 fn flags_of_test(test: &Expr, out: &mut Vec<String>) {
     match test {
         Expr::Operator {
-            op: Operator::Not,
-            operands,
-            ..
-        } => operands.iter().for_each(|o| flags_of_test(o, out)),
-        Expr::Operator {
-            op: Operator::And,
+            op: Operator::Not | Operator::And,
             operands,
             ..
         } => operands.iter().for_each(|o| flags_of_test(o, out)),
@@ -248,17 +243,17 @@ impl<'a> Lowerer<'a> {
         // tests of whether a stream exists: a stream that may be `None` counts as there (see
         // `decided_none_test`). `None` tests are everywhere (`if bias is not None:`): a split on
         // one is worth its cost only where the first test guards stream code.
-        let guards_stream_code = match first {
+        let guards_stream_code = || match first {
             Stmt::If { span, .. } => self.cx.prefilter.admits(self.cx.text(*span)),
             _ => false,
         };
         here.retain(|n| {
-            let none_test = n.strip_suffix(IS_NONE).map(|subject| {
+            let needless_none_split = n.strip_suffix(IS_NONE).is_some_and(|subject| {
                 self.decided_none(subject).is_some()
                     || inline::stream_like(subject, "")
-                    || !guards_stream_code
+                    || !guards_stream_code()
             });
-            !self.flags.contains_key(n) && none_test != Some(true)
+            !self.flags.contains_key(n) && !needless_none_split
         });
         if here.is_empty() {
             return None;
