@@ -8,6 +8,7 @@ mod fix;
 mod run;
 mod select;
 mod suppress;
+mod workspace;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -22,6 +23,7 @@ pub use discover::{discover, Discovery};
 pub use fix::{applicable, fix_source, Fixed};
 pub use run::check_file;
 pub use select::Selection;
+pub use workspace::Workspace;
 
 use globset::GlobSet;
 

@@ -5,16 +5,17 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rayon::prelude::*;
-use streamlint_graph::Deadline;
+use streamlint_graph::{Body, Deadline};
 use streamlint_python::{module_name, ModuleIndex, Project};
 use streamlint_rules::Finding;
 
 use crate::{error_finding, judge, worth_parsing, FileReport, Language, Settings, MAX_FILE_BYTES};
 
 /// A file after reading.
-enum Loaded {
+pub(crate) enum Loaded {
     /// Its text, to check.
     Text(Text),
     /// Its report already (skipped, unreadable, not UTF-8, no stream code).
@@ -24,16 +25,16 @@ enum Loaded {
     Package(PathBuf),
 }
 
-struct Text {
-    path: PathBuf,
-    source: String,
-    language: Language,
+pub(crate) struct Text {
+    pub path: PathBuf,
+    pub source: String,
+    pub language: Language,
 }
 
 /// A file after indexing: its text is not kept.
 enum Indexed {
     /// To check, with its index if it is a Python file.
-    ToCheck(PathBuf, Option<Box<ModuleIndex>>),
+    ToCheck(PathBuf, Option<Arc<ModuleIndex>>),
     Done(FileReport),
     Package(PathBuf),
 }
@@ -56,7 +57,7 @@ fn report(path: &Path, source: String, findings: Vec<Finding>) -> FileReport {
 }
 
 /// Read a file and decide whether it is worth parsing; `admitted` when a first read already did.
-fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
+pub(crate) fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
     let done = |findings| Loaded::Done(report(path, String::new(), findings));
     let bytes = match read_within_limit(path) {
         Ok(Ok(b)) => b,
@@ -136,7 +137,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         .map(|p| match load(p, settings, false) {
             Loaded::Text(t) => {
                 let index = (t.language == Language::Python).then(|| {
-                    Box::new(ModuleIndex::new(
+                    Arc::new(ModuleIndex::new(
                         module_name(&t.path),
                         &t.source,
                         &settings.api,
@@ -152,7 +153,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         match indexed {
             Indexed::ToCheck(path, index) => {
                 let module = index.map(|m| {
-                    modules.push(*m);
+                    modules.push(m);
                     modules.len() - 1
                 });
                 to_check.push((path, module));
@@ -169,11 +170,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     let lower = |t: &Text, module: Option<usize>| {
         let deadline = Deadline::after(settings.file_time_limit);
         match module {
-            Some(m) => project
-                .module(m)
-                .parse(&t.source)
-                .map(|parsed| project.lower(m, &t.source, &parsed, deadline))
-                .map_err(|e| (e.offset, e.message)),
+            Some(m) => lower_in_project(&project, m, &t.source, deadline),
             None => streamlint_rust::lower_source(&t.source, deadline)
                 .map_err(|e| (e.offset, e.message)),
         }
@@ -193,6 +190,21 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         report(&t.path, t.source, findings)
     }));
     reports
+}
+
+/// Parse module `m` of the project from its text and lower it, calls into the other modules
+/// seeing their callees; or the offset and message of the error that stopped the parse.
+pub(crate) fn lower_in_project(
+    project: &Project<'_>,
+    m: usize,
+    source: &str,
+    deadline: Deadline,
+) -> Result<Vec<Body>, (u32, String)> {
+    project
+        .module(m)
+        .parse(source)
+        .map(|parsed| project.lower(m, source, &parsed, deadline))
+        .map_err(|e| (e.offset, e.message))
 }
 
 /// Read and check one file from disk, on its own.

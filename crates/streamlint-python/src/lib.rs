@@ -36,7 +36,7 @@ pub fn lower_source(
 ) -> Result<Vec<Body>, ParseError> {
     let module = ModuleIndex::new(String::new(), source, api);
     let parsed = module.parse(source)?;
-    let project = Project::new(vec![module], Vec::new(), api);
+    let project = Project::new(vec![std::sync::Arc::new(module)], Vec::new(), api);
     Ok(project.lower(0, source, &parsed, deadline))
 }
 

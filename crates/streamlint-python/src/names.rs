@@ -90,6 +90,20 @@ impl Imports {
         self.bound.contains_key(name)
     }
 
+    /// What every import names: the qualified names bound, and the modules of star imports.
+    pub fn targets(&self) -> impl Iterator<Item = &str> {
+        self.bound.values().chain(&self.stars).map(String::as_str)
+    }
+
+    /// Feed the imports to `hasher` in an order that does not depend on the map's.
+    pub fn hash_sorted(&self, hasher: &mut impl std::hash::Hasher) {
+        use std::hash::Hash;
+        let mut bound: Vec<(&String, &String)> = self.bound.iter().collect();
+        bound.sort_unstable();
+        bound.hash(hasher);
+        self.stars.hash(hasher);
+    }
+
     /// The modules of the module's `from m import *` imports.
     pub fn star_modules(&self) -> &[String] {
         &self.stars

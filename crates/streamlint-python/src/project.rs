@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::api::ApiModel;
 use crate::names::Imports;
@@ -117,6 +117,41 @@ impl ModuleIndex {
             }
         }
         parser::parse_module(source).map(Parsed)
+    }
+
+    /// A digest of what other modules see of this one: its name, imports and top-level names,
+    /// and the text and place of every function their calls may lower in place. When an edit
+    /// leaves it unchanged, no other module's findings changed with the edit.
+    pub fn interface_digest(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        self.name.hash(&mut hasher);
+        self.imports.hash_sorted(&mut hasher);
+        fn sorted(set: &HashSet<String>) -> Vec<&String> {
+            let mut names: Vec<&String> = set.iter().collect();
+            names.sort_unstable();
+            names
+        }
+        sorted(&self.defined).hash(&mut hasher);
+        sorted(&self.globals).hash(&mut hasher);
+        let mut functions: Vec<(&String, &Candidate)> = self.functions.iter().collect();
+        functions.sort_unstable_by_key(|(name, _)| *name);
+        for (name, c) in functions {
+            (name, &c.text, c.start).hash(&mut hasher);
+        }
+        hasher.finish()
+    }
+
+    /// Could this module call into the module named `other`? Some import of it names that
+    /// module's last part, or its package's (which may re-export it), as a part of a dotted
+    /// name. Over-approximate, and cheap: it picks which open files to lint again when `other`
+    /// changes.
+    pub fn may_import(&self, other: &str) -> bool {
+        let mut parts = other.rsplit('.');
+        let wanted: Vec<&str> = parts.by_ref().take(2).collect();
+        self.imports
+            .targets()
+            .any(|target| target.split('.').any(|part| wanted.contains(&part)))
     }
 
     /// The top-level function `name` that may be lowered in place, parsed.
@@ -308,7 +343,7 @@ fn may_lower_in_place(len: usize, generator: bool, stream_code: bool) -> bool {
 
 /// Every parsed module of the run, with a lookup from dotted names to modules.
 pub struct Project<'a> {
-    modules: Vec<ModuleIndex>,
+    modules: Vec<Arc<ModuleIndex>>,
     /// Packages whose `__init__.py` was not parsed, by dotted name.
     packages: HashMap<String, Package>,
     /// The packages under every dotted suffix of their names (see `dotted_suffixes`).
@@ -330,7 +365,7 @@ impl<'a> Project<'a> {
     /// The project of these modules, and of the packages whose `__init__.py` was left
     /// unparsed: (dotted name, path), read only if a call resolves through them.
     pub fn new(
-        modules: Vec<ModuleIndex>,
+        modules: Vec<Arc<ModuleIndex>>,
         packages: Vec<(String, PathBuf)>,
         api: &'a ApiModel,
     ) -> Self {
@@ -497,7 +532,7 @@ mod tests {
         Project::new(
             files
                 .iter()
-                .map(|(name, src)| ModuleIndex::new(name.to_string(), src, api))
+                .map(|(name, src)| Arc::new(ModuleIndex::new(name.to_string(), src, api)))
                 .collect(),
             Vec::new(),
             api,

@@ -2,7 +2,7 @@
 //! document as the command line finds it, with the editor's settings on top (as command-line
 //! options are: a `select` or `ignore` given by the editor replaces the file's).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
@@ -44,8 +44,9 @@ impl ClientSettings {
 /// The settings found for one document.
 pub struct Resolved {
     pub settings: Settings,
-    /// Whether a configuration file applies.
-    pub configured: bool,
+    /// The folder of the configuration file that applies, if one does: the project the
+    /// document is part of.
+    pub root: Option<PathBuf>,
     /// Why the configuration file found could not be used (it names the file); the defaults
     /// apply instead.
     pub error: Option<String>,
@@ -53,12 +54,13 @@ pub struct Resolved {
 
 /// The settings for a document at `path` (`None`: an unsaved buffer, which gets the defaults).
 pub fn resolve(path: Option<&Path>, client: &ClientSettings) -> Resolved {
-    let project = path
-        .map_or(Ok(None), Config::discover)
-        .and_then(|config| Ok((Settings::from_config(config.as_ref())?, config.is_some())));
-    let (mut settings, configured, error) = match project {
-        Ok((settings, configured)) => (settings, configured, None),
-        Err(e) => (Settings::default(), false, Some(e.0)),
+    let project = path.map_or(Ok(None), Config::discover).and_then(|config| {
+        let root = config.as_ref().map(|c| c.root().to_path_buf());
+        Ok((Settings::from_config(config.as_ref())?, root))
+    });
+    let (mut settings, root, error) = match project {
+        Ok((settings, root)) => (settings, root, None),
+        Err(e) => (Settings::default(), None, Some(e.0)),
     };
     if let Some(select) = &client.select {
         settings.selection.select = select.clone();
@@ -68,7 +70,7 @@ pub fn resolve(path: Option<&Path>, client: &ClientSettings) -> Resolved {
     }
     Resolved {
         settings,
-        configured,
+        root,
         error,
     }
 }
@@ -111,7 +113,7 @@ mod tests {
             ignore: Some(vec!["SL003".into()]),
         };
         let good = resolve(Some(&doc), &client);
-        assert!(good.configured && good.error.is_none());
+        assert!(good.root.is_some() && good.error.is_none());
         assert_eq!(good.settings.selection.select, ["SL001"]);
         assert_eq!(good.settings.selection.ignore, ["SL003"]);
         std::fs::write(dir.join("streamlint.toml"), "selct = 1\n").unwrap();
@@ -121,7 +123,7 @@ mod tests {
             error.contains("streamlint.toml") && error.contains("selct"),
             "{error}"
         );
-        assert!(!bad.configured && bad.settings.selection.select.is_empty());
+        assert!(bad.root.is_none() && bad.settings.selection.select.is_empty());
         assert_eq!(bad.settings.selection.ignore, ["SL003"]);
         std::fs::remove_dir_all(&dir).unwrap();
     }

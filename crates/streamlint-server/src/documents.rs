@@ -22,6 +22,9 @@ pub struct Document {
     pub settings: Rc<Settings>,
     /// Whether a configuration file applies (its exclusions are honoured only then).
     pub configured: bool,
+    /// The project the document is linted in: its configuration file's folder, else the
+    /// innermost workspace folder that holds it. `None`: it is linted on its own.
+    pub root: Option<PathBuf>,
     /// Why the configuration that should apply could not be used, if it could not.
     pub config_error: Option<String>,
     /// The findings of the current text; `None` once the text or settings changed.
@@ -47,6 +50,7 @@ impl Document {
             path,
             settings: Rc::new(Settings::default()),
             configured: false,
+            root: None,
             config_error: None,
             findings: None,
             needs_publish: true,

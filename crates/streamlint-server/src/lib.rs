@@ -39,7 +39,7 @@ pub fn run_stdio() -> io::Result<i32> {
 /// `shutdown` then `exit`, 1 when the session ended otherwise). The input is read on a thread
 /// of its own, which is left behind when the session ends while the input stays open.
 pub fn serve(input: impl Read + Send + 'static, output: impl Write) -> io::Result<i32> {
-    serve_with(input, output, streamlint_linter::check_source)
+    serve_with(input, output, lint::analyse)
 }
 
 fn serve_with(

@@ -3,8 +3,9 @@
 //! already queued has been handled, so that a burst of edits to a document costs one lint of
 //! its last text, and diagnostics are published for what the client has now.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::mpsc::Receiver;
 
@@ -19,13 +20,15 @@ use lsp_types::{
 };
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use streamlint_linter::{Settings, Workspace};
+use streamlint_rules::Finding;
 
 use crate::actions::code_actions;
 use crate::caps::ClientCaps;
 use crate::config::{resolve, ClientSettings};
 use crate::diagnostics::diagnostic;
 use crate::documents::{file_path, Document};
-use crate::lint::{findings, LintFn};
+use crate::lint::{findings, on_workers, LintFn};
 use crate::message::{self, Incoming};
 use crate::positions::LineIndex;
 use crate::transport::{write_frame, Frame};
@@ -50,6 +53,11 @@ pub struct Server<'w> {
     client_settings: ClientSettings,
     /// By URI text; ordered, so that diagnostics go out in a stable order.
     documents: BTreeMap<String, Document>,
+    /// The client's workspace folders: a document with no configuration file is linted in the
+    /// innermost one that holds it.
+    folders: Vec<PathBuf>,
+    /// The projects of the open documents, by root, indexed when a document first needs one.
+    projects: HashMap<PathBuf, Workspace>,
 }
 
 impl<'w> Server<'w> {
@@ -61,6 +69,8 @@ impl<'w> Server<'w> {
             caps: ClientCaps::from_initialize(&Value::Null),
             client_settings: ClientSettings::default(),
             documents: BTreeMap::new(),
+            folders: Vec::new(),
+            projects: HashMap::new(),
         }
     }
 
@@ -166,6 +176,7 @@ impl<'w> Server<'w> {
 
     fn initialize(&mut self, params: &Value) -> Value {
         self.caps = ClientCaps::from_initialize(params);
+        self.folders = workspace_folders(params);
         self.phase = Phase::Running;
         let sync = TextDocumentSyncOptions {
             open_close: Some(true),
@@ -272,8 +283,12 @@ impl<'w> Server<'w> {
 
     fn did_close(&mut self, params: DidCloseTextDocumentParams) -> io::Result<()> {
         let uri = params.text_document.uri;
-        if self.documents.remove(uri.as_str()).is_some() {
+        if let Some(doc) = self.documents.remove(uri.as_str()) {
             self.send_diagnostics(uri, Vec::new(), None)?;
+            // Its callers now see the file as it is on disk.
+            if let (Some(root), Some(path)) = (doc.root, doc.path) {
+                self.file_changed(&root, &path, None, &doc.settings);
+            }
         }
         Ok(())
     }
@@ -313,9 +328,61 @@ impl<'w> Server<'w> {
             CONFIG_FILES.contains(&name)
         };
         if params.changes.iter().any(|c| is_config(&c.uri)) {
-            self.configure_all()?;
+            return self.configure_all();
+        }
+        // A Python file changed on disk (a checkout, a formatter, another editor): the
+        // projects that hold it index it again, unless it is open (the editor's text counts).
+        for change in &params.changes {
+            let Some(path) = file_path(&change.uri) else {
+                continue;
+            };
+            let open = self
+                .documents
+                .values()
+                .any(|d| d.path.as_deref() == Some(path.as_path()));
+            if open {
+                continue;
+            }
+            // Each project with the settings of its documents.
+            let holders: Vec<(PathBuf, Rc<Settings>)> = self
+                .projects
+                .values()
+                .filter(|p| p.contains(&path))
+                .filter_map(|p| {
+                    let root = p.root();
+                    let doc = self
+                        .documents
+                        .values()
+                        .find(|d| d.root.as_deref() == Some(root))?;
+                    Some((root.to_path_buf(), doc.settings.clone()))
+                })
+                .collect();
+            for (root, settings) in holders {
+                self.file_changed(&root, &path, None, &settings);
+            }
         }
         Ok(())
+    }
+
+    /// Index a file of a project again (from `text`, or from the disk); where what its callers
+    /// see of it changed, the open documents that may call into it are linted again.
+    fn file_changed(&mut self, root: &Path, path: &Path, text: Option<&str>, settings: &Settings) {
+        let Some(project) = self.projects.get_mut(root) else {
+            return;
+        };
+        if !project.update(path, text, settings) {
+            return;
+        }
+        for doc in self.documents.values_mut() {
+            let depends = doc.root.as_deref() == Some(root)
+                && doc
+                    .path
+                    .as_deref()
+                    .is_some_and(|p| project.depends_on(p, path));
+            if depends {
+                doc.stale();
+            }
+        }
     }
 
     /// Ask the client to report changes of configuration files, where it can be asked.
@@ -325,6 +392,7 @@ impl<'w> Server<'w> {
         }
         let watchers = CONFIG_FILES
             .iter()
+            .chain(&["*.py"])
             .map(|name| FileSystemWatcher {
                 glob_pattern: GlobPattern::String(format!("**/{name}")),
                 kind: None,
@@ -347,6 +415,8 @@ impl<'w> Server<'w> {
     }
 
     fn configure_all(&mut self) -> io::Result<()> {
+        // Projects were indexed with the settings of before (their exclusions, their API).
+        self.projects.clear();
         let keys: Vec<String> = self.documents.keys().cloned().collect();
         self.configure(&keys)
     }
@@ -369,9 +439,11 @@ impl<'w> Server<'w> {
                     new_errors.push(error.clone());
                 }
             }
+            let folder = doc.path.as_deref().and_then(|p| self.folder_of(p));
             if let Some(doc) = self.documents.get_mut(key) {
                 doc.settings = Rc::new(resolved.settings);
-                doc.configured = resolved.configured;
+                doc.configured = resolved.root.is_some();
+                doc.root = resolved.root.or(folder);
                 doc.config_error = resolved.error;
                 doc.stale();
             }
@@ -385,29 +457,66 @@ impl<'w> Server<'w> {
         Ok(())
     }
 
+    /// The innermost workspace folder that holds `path`.
+    fn folder_of(&self, path: &Path) -> Option<PathBuf> {
+        self.folders
+            .iter()
+            .filter(|f| path.starts_with(f))
+            .max_by_key(|f| f.components().count())
+            .cloned()
+    }
+
     fn code_action(&mut self, params: &CodeActionParams) -> Value {
-        let Some(doc) = self.documents.get_mut(params.text_document.uri.as_str()) else {
+        let key = params.text_document.uri.as_str();
+        let Some(findings) = self.lint_document(key) else {
             return Value::Array(Vec::new());
         };
-        let findings = findings(doc, self.lint);
+        let doc = &self.documents[key];
         to_json(code_actions(doc, &findings, params, &self.caps))
     }
 
-    /// Lint what changed and publish its diagnostics.
+    /// The findings of an open document. A document with a project is linted in it, once the
+    /// project has the document's current text (which makes the open files that call into it
+    /// stale, when what they see of it changed).
+    fn lint_document(&mut self, key: &str) -> Option<Rc<[Finding]>> {
+        let doc = self.documents.get(key)?;
+        if let (None, Some(root), Some(path)) = (&doc.findings, &doc.root, &doc.path) {
+            let (root, path, text) = (root.clone(), path.clone(), doc.text.clone());
+            let settings = doc.settings.clone();
+            if !self.projects.contains_key(&root) {
+                let scan_settings: &Settings = &settings;
+                let project = on_workers(|| Workspace::scan(&root, scan_settings));
+                self.projects.insert(root.clone(), project);
+            }
+            self.file_changed(&root, &path, Some(&text), &settings);
+        }
+        let doc = self.documents.get_mut(key)?;
+        let project = doc.root.as_ref().and_then(|r| self.projects.get(r));
+        Some(findings(doc, self.lint, project))
+    }
+
+    /// Lint what changed and publish its diagnostics, one document at a time in URI order.
+    /// An edit that changes what other open files see of the document makes them stale as it
+    /// is linted: they are linted and published after it, in the same pass.
     fn publish(&mut self) -> io::Result<()> {
-        let mut out = Vec::new();
-        for doc in self.documents.values_mut().filter(|d| d.needs_publish) {
+        while let Some(key) = self
+            .documents
+            .iter()
+            .find(|(_, d)| d.needs_publish)
+            .map(|(k, _)| k.clone())
+        {
+            let Some(findings) = self.lint_document(&key) else {
+                break;
+            };
+            let doc = self.documents.get_mut(&key).expect("linted above");
             doc.needs_publish = false;
-            let findings = findings(doc, self.lint);
             let index = LineIndex::new(&doc.text);
             let diagnostics = findings
                 .iter()
                 .map(|f| diagnostic(f, &doc.uri, &index, &self.caps))
                 .collect();
-            out.push((doc.uri.clone(), diagnostics, Some(doc.version)));
-        }
-        for (uri, diagnostics, version) in out {
-            self.send_diagnostics(uri, diagnostics, version)?;
+            let (uri, version) = (doc.uri.clone(), doc.version);
+            self.send_diagnostics(uri, diagnostics, Some(version))?;
         }
         Ok(())
     }
@@ -441,6 +550,25 @@ impl<'w> Server<'w> {
     fn send(&mut self, message: Value) -> io::Result<()> {
         write_frame(&mut self.output, &message)
     }
+}
+
+/// The workspace folders the client opened (`workspaceFolders`, else the older `rootUri`).
+fn workspace_folders(params: &Value) -> Vec<PathBuf> {
+    let uris: Vec<&str> = match params.get("workspaceFolders").and_then(Value::as_array) {
+        Some(folders) => folders
+            .iter()
+            .filter_map(|f| f.get("uri").and_then(Value::as_str))
+            .collect(),
+        None => params
+            .get("rootUri")
+            .and_then(Value::as_str)
+            .into_iter()
+            .collect(),
+    };
+    uris.into_iter()
+        .filter_map(|u| u.parse::<Uri>().ok())
+        .filter_map(|u| file_path(&u))
+        .collect()
 }
 
 fn parse<P: DeserializeOwned>(params: Value) -> Result<P, String> {

@@ -26,7 +26,7 @@ pub struct Client {
 
 impl Client {
     pub fn start() -> Client {
-        Client::start_with(streamlint_linter::check_source)
+        Client::start_with(crate::lint::analyse)
     }
 
     pub fn start_with(lint: LintFn) -> Client {
@@ -62,9 +62,14 @@ impl Client {
     }
 
     pub fn initialize(&mut self, capabilities: Value) -> Value {
+        self.initialize_in(capabilities, Value::Null)
+    }
+
+    /// Initialize with a workspace folder (its `file:` URI), or none with `null`.
+    pub fn initialize_in(&mut self, capabilities: Value, root_uri: Value) -> Value {
         let reply = self.request(
             "initialize",
-            json!({"processId": null, "rootUri": null, "capabilities": capabilities}),
+            json!({"processId": null, "rootUri": root_uri, "capabilities": capabilities}),
         );
         self.notify("initialized", json!({}));
         reply["result"].clone()

@@ -541,13 +541,82 @@ fn lifecycle_and_exit_codes() {
     assert_eq!(client.finish(), 0, "the input ends after shutdown");
 }
 
+/// A caller in one file and its helper in another, from the fixtures: called inside the copy
+/// stream's block, the helper records the tensor's own allocation stream (SL002). Seen on its
+/// own, the caller has only its SL004.
+const CALLER: &str = "SL002/bad_keep_alive_helper_in_another_module/loader.py";
+const HELPER: &str = "SL002/bad_keep_alive_helper_in_another_module/memory.py";
+
+#[test]
+fn an_open_file_is_linted_with_the_summaries_of_the_projects_other_files() {
+    let dir = scratch("project");
+    for name in [CALLER, HELPER] {
+        let file = Path::new(name).file_name().unwrap();
+        std::fs::write(dir.join(file), fixture(name)).unwrap();
+    }
+    let (caller, helper) = (file_uri(&dir, "loader.py"), file_uri(&dir, "memory.py"));
+    let mut client = Client::start();
+    client.initialize_in(full_caps(), json!(format!("file://{}", dir.display())));
+    open(&mut client, &caller, "python", &fixture(CALLER));
+    assert_eq!(codes(&client.diagnostics(&caller)), ["SL002", "SL004"]);
+
+    // An edit to the helper, open in the editor, is seen by its caller at once: the caller is
+    // linted again though its own text did not change.
+    let renamed = fixture(HELPER).replace("def keep_alive_on_current", "def keep_alive");
+    open(&mut client, &helper, "python", &fixture(HELPER));
+    assert!(codes(&client.diagnostics(&helper)).is_empty());
+    replace_all(&mut client, &helper, 2, &renamed);
+    let republished = client.drain(|m| m["method"] == "textDocument/publishDiagnostics");
+    let of = |uri: &str| {
+        republished
+            .iter()
+            .filter(|m| m["params"]["uri"] == uri)
+            .map(|m| codes(&m["params"]))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(of(&helper), [Vec::<String>::new()]);
+    assert_eq!(of(&caller), [["SL004"]], "the call no longer resolves");
+
+    // An edit inside a class of the helper's file leaves what other files see of it (its
+    // imports, top-level names and functions) as it was: the caller is not linted again.
+    let with_class = |limit: u32| {
+        format!("{renamed}\n\nclass Pool:\n    def limit(self):\n        return {limit}\n")
+    };
+    replace_all(&mut client, &helper, 3, &with_class(1));
+    client.drain(|m| m["method"] == "textDocument/publishDiagnostics");
+    replace_all(&mut client, &helper, 4, &with_class(2));
+    let republished = client.drain(|m| m["method"] == "textDocument/publishDiagnostics");
+    let uris: Vec<&Value> = republished.iter().map(|m| &m["params"]["uri"]).collect();
+    assert_eq!(uris, [&json!(helper)]);
+
+    // Closed, the helper is what the disk holds again.
+    client.notify(
+        "textDocument/didClose",
+        json!({"textDocument": {"uri": helper}}),
+    );
+    let republished = client.drain(|m| m["method"] == "textDocument/publishDiagnostics");
+    let caller_now = republished
+        .iter()
+        .rev()
+        .find(|m| m["params"]["uri"] == caller.as_str());
+    assert_eq!(codes(&caller_now.unwrap()["params"]), ["SL002", "SL004"]);
+
+    // A change on disk, reported by the client's file watcher, is seen too.
+    std::fs::write(dir.join("memory.py"), &renamed).unwrap();
+    let changes = json!({"changes": [{"uri": helper, "type": 2}]});
+    client.notify("workspace/didChangeWatchedFiles", changes);
+    assert_eq!(codes(&client.diagnostics(&caller)), ["SL004"]);
+    assert_eq!(shut_down(client), 0);
+}
+
 fn panics_on_marker(
     path: &Path,
     text: &str,
     settings: &streamlint_linter::Settings,
+    project: Option<&streamlint_linter::Workspace>,
 ) -> Vec<streamlint_rules::Finding> {
     assert!(!text.contains("PANIC"), "a bug in the analysis");
-    streamlint_linter::check_source(path, text, settings)
+    crate::lint::analyse(path, text, settings, project)
 }
 
 #[test]
@@ -579,9 +648,10 @@ fn counting(
     path: &Path,
     text: &str,
     settings: &streamlint_linter::Settings,
+    project: Option<&streamlint_linter::Workspace>,
 ) -> Vec<streamlint_rules::Finding> {
     LINTS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-    streamlint_linter::check_source(path, text, settings)
+    crate::lint::analyse(path, text, settings, project)
 }
 
 #[test]

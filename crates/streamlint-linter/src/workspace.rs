@@ -1,0 +1,173 @@
+//! A project kept in memory between lints, for the language server. Every Python file under a
+//! root is indexed once ([`ModuleIndex`]: what other files' calls read of it, their summary),
+//! then kept up to date one file at a time, as the editor changes a document or the disk
+//! changes a file. An open document is linted against the other files' kept indexes, so a call
+//! into another file sees its callee as `streamlint check` does, without reading the project
+//! again at each keystroke.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rayon::prelude::*;
+use streamlint_graph::Deadline;
+use streamlint_python::{module_name, ModuleIndex, Project};
+use streamlint_rules::Finding;
+
+use crate::run::{load, lower_in_project, Loaded};
+use crate::{check_source, discover, judge, worth_parsing, Language, Settings};
+
+/// What the project keeps of one Python file.
+enum Slot {
+    /// A module with stream code: its index.
+    Module(Arc<ModuleIndex>),
+    /// A package's `__init__.py` without stream code, by dotted name: it may re-export names.
+    Package(String),
+}
+
+struct Entry {
+    slot: Slot,
+    /// A digest of the text the slot was made from.
+    text: u64,
+}
+
+pub struct Workspace {
+    root: PathBuf,
+    files: HashMap<PathBuf, Entry>,
+}
+
+fn text_digest(text: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    hasher.finish()
+}
+
+impl Workspace {
+    /// Index the Python files under `root` (as `check` would find them: exclusions, ignore
+    /// files and virtual environments are honoured), on the calling thread pool's cores.
+    pub fn scan(root: &Path, settings: &Settings) -> Workspace {
+        let mut workspace = Workspace {
+            root: root.to_path_buf(),
+            files: HashMap::new(),
+        };
+        let found = discover(&[root.to_path_buf()], settings).files;
+        let entries: Vec<(PathBuf, Entry)> = found
+            .par_iter()
+            .filter(|p| Language::of(p) == Some(Language::Python))
+            .filter_map(|path| {
+                let entry = match load(path, settings, false) {
+                    Loaded::Text(t) => workspace.entry(path, &t.source, settings),
+                    Loaded::Package(_) => Some(workspace.package_entry(path, None)),
+                    Loaded::Done(_) => None,
+                };
+                entry.map(|e| (path.clone(), e))
+            })
+            .collect();
+        workspace.files.extend(entries);
+        workspace
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Does the project hold the file at `path`, or would it (the file is under its root)?
+    pub fn contains(&self, path: &Path) -> bool {
+        path.starts_with(&self.root)
+    }
+
+    /// The dotted module name of a file, from its path under the root.
+    fn module_name(&self, path: &Path) -> String {
+        module_name(path.strip_prefix(&self.root).unwrap_or(path))
+    }
+
+    fn package_entry(&self, path: &Path, text: Option<&str>) -> Entry {
+        Entry {
+            slot: Slot::Package(self.module_name(path)),
+            text: text.map_or(0, text_digest),
+        }
+    }
+
+    /// What the project keeps of a Python file with this text, if anything.
+    fn entry(&self, path: &Path, text: &str, settings: &Settings) -> Option<Entry> {
+        if worth_parsing(Language::Python, text.as_bytes(), settings) {
+            let index = ModuleIndex::new(self.module_name(path), text, &settings.api);
+            return Some(Entry {
+                slot: Slot::Module(Arc::new(index)),
+                text: text_digest(text),
+            });
+        }
+        let is_init = path.file_name().is_some_and(|n| n == "__init__.py");
+        is_init.then(|| self.package_entry(path, Some(text)))
+    }
+
+    /// Index the file at `path` again, from `text` (an open document's) or, with `None`, from
+    /// the disk (a file closed, changed, created or deleted there). Returns whether what other
+    /// files see of it changed: their findings may have changed with it.
+    pub fn update(&mut self, path: &Path, text: Option<&str>, settings: &Settings) -> bool {
+        if Language::of(path) != Some(Language::Python) || !self.contains(path) {
+            return false;
+        }
+        let entry = match text {
+            Some(text) => self.entry(path, text, settings),
+            None => match load(path, settings, false) {
+                Loaded::Text(t) => self.entry(path, &t.source, settings),
+                Loaded::Package(_) => Some(self.package_entry(path, None)),
+                Loaded::Done(_) => None,
+            },
+        };
+        let interface = |e: Option<&Entry>| match e.map(|e| &e.slot) {
+            Some(Slot::Module(m)) => Some(m.interface_digest()),
+            Some(Slot::Package(name)) => Some(text_digest(name)),
+            None => None,
+        };
+        let before = interface(self.files.get(path));
+        let after = interface(entry.as_ref());
+        match entry {
+            Some(entry) => self.files.insert(path.to_path_buf(), entry),
+            None => self.files.remove(path),
+        };
+        before != after
+    }
+
+    /// Could the file at `path` call into the file at `changed`? Its imports name the other
+    /// module or its package (see [`ModuleIndex::may_import`]). A file without stream code has
+    /// no findings to change.
+    pub fn depends_on(&self, path: &Path, changed: &Path) -> bool {
+        match self.files.get(path).map(|e| &e.slot) {
+            Some(Slot::Module(m)) => path != changed && m.may_import(&self.module_name(changed)),
+            _ => false,
+        }
+    }
+
+    /// Check `source` as the file at `path`, its calls into the project's other files seeing
+    /// their callees. A file outside the root, or a Rust file, is checked on its own.
+    pub fn check(&self, path: &Path, source: &str, settings: &Settings) -> Vec<Finding> {
+        if Language::of(path) != Some(Language::Python) || !self.contains(path) {
+            return check_source(path, source, settings);
+        }
+        let here = match self.files.get(path) {
+            Some(e) if e.text == text_digest(source) => match &e.slot {
+                Slot::Module(m) => m.clone(),
+                Slot::Package(_) => return Vec::new(),
+            },
+            _ => match self.entry(path, source, settings).map(|e| e.slot) {
+                Some(Slot::Module(m)) => m,
+                _ => return Vec::new(),
+            },
+        };
+        let mut modules = vec![here];
+        let mut packages = Vec::new();
+        for (p, entry) in self.files.iter().filter(|(p, _)| p.as_path() != path) {
+            match &entry.slot {
+                Slot::Module(m) => modules.push(m.clone()),
+                Slot::Package(name) => packages.push((name.clone(), p.clone())),
+            }
+        }
+        let project = Project::new(modules, packages, &settings.api);
+        let deadline = Deadline::after(settings.file_time_limit);
+        let lowered = lower_in_project(&project, 0, source, deadline);
+        judge(source, Language::Python, lowered, settings)
+    }
+}
