@@ -575,3 +575,75 @@ fn a_host_sync_on_one_path_and_a_wait_on_the_other_both_order() {
     let body = b.finish();
     assert!(before(&body, r).unordered_writes(x, side).is_empty());
 }
+
+/// A helper `fn scale(x: &CudaSlice, s: &CudaStream, done: &CudaEvent) -> CudaSlice` that
+/// reads `x` on `s`, makes its result there and records `done` after: at a call, those effects
+/// land on the caller's slice, stream and event, and the result is a buffer made on the
+/// caller's stream.
+#[test]
+fn a_summary_applies_a_helpers_effects_to_the_callers_values() {
+    let (mut b, _, s) = builder();
+    let x = tensor(&mut b, "x");
+    b.buffer_mut(x).owner = Owner::Caller;
+    let y = tensor(&mut b, "y");
+    let done = b.add_event(Event {
+        name: "done".into(),
+        expr: "done".into(),
+        created: None,
+        internal: false,
+    });
+    read(&mut b, x, s);
+    produce(&mut b, y, s);
+    b.push(
+        OpKind::RecordEvent {
+            event: done,
+            stream: s,
+        },
+        Span::default(),
+    );
+    let body = b.finish();
+    let params = [
+        Passed::Buffer(x),
+        Passed::Stream(s),
+        Passed::Events(vec![done]),
+    ];
+    let summary = Summary::of(&body, &params, &Passed::Buffer(y));
+    assert!(!summary.is_empty());
+
+    // The caller's own entities, numbered differently.
+    let (mut caller, main, side) = builder();
+    let other = tensor(&mut caller, "other");
+    let input = tensor(&mut caller, "input");
+    let ready = caller.add_event(Event {
+        name: "ready".into(),
+        expr: "ready".into(),
+        created: None,
+        internal: false,
+    });
+    let args = [
+        Passed::Buffer(input),
+        Passed::Stream(side),
+        Passed::Events(vec![ready]),
+    ];
+    assert_eq!(
+        summary.effects(&args),
+        [
+            Effect::Access {
+                buffer: input,
+                stream: side,
+                write: false
+            },
+            Effect::Event {
+                event: ready,
+                stream: side,
+                record: true
+            },
+        ]
+    );
+    assert_eq!(summary.handed(&args), Some(Handed::BufferMadeOn(side)));
+    // A value the caller does not follow has no effect; the buffer made on a stream the
+    // caller does not follow is not handed back as tracked.
+    let unfollowed = [Passed::Other, Passed::Buffer(other), Passed::Stream(main)];
+    assert_eq!(summary.effects(&unfollowed), []);
+    assert_eq!(summary.handed(&unfollowed), None);
+}

@@ -23,7 +23,7 @@ mod summary;
 
 use spelling::SPELLING;
 
-pub use summary::Summary;
+pub use streamlint_graph::Summary;
 
 fn span_of(s: proc_macro2::Span) -> Span {
     let r = s.byte_range();
