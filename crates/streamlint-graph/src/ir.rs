@@ -335,6 +335,11 @@ pub struct Body {
     /// tensors). By the contract at function boundaries they go back to the caller when it
     /// returns, and the caller then uses, overwrites and frees them on the ambient stream.
     pub arguments: Vec<BufferId>,
+    /// No call in the checked files reaches the function: nothing shows which streams its
+    /// callers pass or how they ordered them, so its stream parameters are judged by the
+    /// contract at function boundaries (an argument is ready on the caller's current stream and
+    /// on no other) rather than given the benefit of a caller's ordering.
+    pub uncalled: bool,
 }
 
 impl Body {
@@ -467,6 +472,7 @@ impl BodyBuilder {
             cut_short: false,
             inlined_calls: Vec::new(),
             arguments: Vec::new(),
+            uncalled: false,
         };
         BodyBuilder {
             body,
@@ -482,6 +488,10 @@ impl BodyBuilder {
     /// `buffer` is a tensor the caller passed in (see [`Body::arguments`]).
     pub fn argument(&mut self, buffer: BufferId) {
         self.body.arguments.push(buffer);
+    }
+    /// No call in the checked files reaches the function (see [`Body::uncalled`]).
+    pub fn uncalled(&mut self) {
+        self.body.uncalled = true;
     }
     /// Where the syntax allows rewrites (see [`Rewrites`]).
     pub fn rewrites_mut(&mut self) -> &mut Rewrites {

@@ -131,14 +131,21 @@ impl Workspace {
         before != after
     }
 
-    /// Could the file at `path` call into the file at `changed`? Its imports name the other
-    /// module or its package (see [`ModuleIndex::may_import`]). A file without stream code has
-    /// no findings to change.
+    /// Can a change of the file at `changed` change the findings of the file at `path`? When
+    /// either may import the other (see [`ModuleIndex::may_import`]): the file calls into the
+    /// changed one, or the changed one calls into it (whether its functions are called at all
+    /// decides how their stream parameters are judged). A file without stream code has no
+    /// findings to change.
     pub fn depends_on(&self, path: &Path, changed: &Path) -> bool {
-        match self.files.get(path).map(|e| &e.slot) {
-            Some(Slot::Module(m)) => path != changed && m.may_import(&self.module_name(changed)),
-            _ => false,
-        }
+        let module = |p: &Path| match self.files.get(p).map(|e| &e.slot) {
+            Some(Slot::Module(m)) => Some(m),
+            _ => None,
+        };
+        let Some(here) = module(path).filter(|_| path != changed) else {
+            return false;
+        };
+        here.may_import(&self.module_name(changed))
+            || module(changed).is_some_and(|m| m.may_import(&self.module_name(path)))
     }
 
     /// Check `source` as the file at `path`, its calls into the project's other files seeing

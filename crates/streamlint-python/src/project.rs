@@ -43,6 +43,8 @@ pub struct ModuleIndex {
     /// Top-level functions and classes the module's analysis never reads (see [`inert_blocks`]):
     /// they are blanked out before the module is parsed.
     inert: Vec<(u32, u32)>,
+    /// Digests of the names the module calls (see [`called_names`]), sorted.
+    called: Vec<u64>,
 }
 
 impl ModuleIndex {
@@ -94,6 +96,7 @@ impl ModuleIndex {
             functions,
             globals: outline.globals.into_iter().collect(),
             inert: inert_blocks(source, &outline.blocks, &marks),
+            called: called_names(source.as_bytes()),
         }
     }
 
@@ -120,7 +123,8 @@ impl ModuleIndex {
     }
 
     /// A digest of what other modules see of this one: its name, imports and top-level names,
-    /// and the text and place of every function their calls may lower in place. When an edit
+    /// the text and place of every function their calls may lower in place, and the names it
+    /// calls. When an edit
     /// leaves it unchanged, no other module's findings changed with the edit.
     pub fn interface_digest(&self) -> u64 {
         use std::hash::{Hash, Hasher};
@@ -139,6 +143,8 @@ impl ModuleIndex {
         for (name, c) in functions {
             (name, &c.text, c.start).hash(&mut hasher);
         }
+        // What it calls decides whether other modules' functions are called at all.
+        self.called.hash(&mut hasher);
         hasher.finish()
     }
 
@@ -161,6 +167,46 @@ impl ModuleIndex {
             .get_or_init(|| parser::parse_function_at(&c.text, c.start))
             .as_ref()
     }
+}
+
+/// A digest of an identifier (64-bit FNV-1a: names are short, and a collision only makes a
+/// function look called).
+fn name_digest(name: &[u8]) -> u64 {
+    name.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// Digests of the names a module's text calls: every identifier before a `(` (`f(`, `f (`,
+/// `obj.f(`), except the name a `def` or `class` line defines. A byte scan, so a call written in a
+/// string or a comment counts too: it only makes a function look called.
+fn called_names(text: &[u8]) -> Vec<u64> {
+    let is_name_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut called: Vec<u64> = memchr::memchr_iter(b'(', text)
+        .filter_map(|paren| {
+            // `f (x)` is a call too.
+            let end = text[..paren].trim_ascii_end().len();
+            let start = text[..end]
+                .iter()
+                .rposition(|&b| !is_name_byte(b))
+                .map_or(0, |i| i + 1);
+            if start == end {
+                return None;
+            }
+            let before = text[..start].trim_ascii_end();
+            let defines = [&b"def"[..], b"class"].iter().any(|k| {
+                before.ends_with(k)
+                    && before
+                        .len()
+                        .checked_sub(k.len() + 1)
+                        .is_none_or(|i| !is_name_byte(before[i]))
+            });
+            (!defines).then(|| name_digest(&text[start..end]))
+        })
+        .collect();
+    called.sort_unstable();
+    called.dedup();
+    called
 }
 
 /// Where a module's text has what the index looks for, by offset, sorted: one scan of the whole
@@ -415,6 +461,15 @@ impl<'a> Project<'a> {
         &self.modules[i]
     }
 
+    /// Does some module of the project call a function or method named `name`? (By name
+    /// alone: any `obj.name(...)` counts.)
+    pub fn is_called(&self, name: &str) -> bool {
+        let digest = name_digest(name.as_bytes());
+        self.modules
+            .iter()
+            .any(|m| m.called.binary_search(&digest).is_ok())
+    }
+
     /// The module a dotted name denotes, seen from module `from`: where two modules end in the
     /// same name, the one sharing the longest package path with `from`.
     fn find_module(&self, from: usize, dotted: &str) -> Option<usize> {
@@ -648,6 +703,25 @@ mod tests {
         assert_eq!(found("torch.cuda.stream"), None);
         // `streams.side` ends two modules' names; the one in the caller's package is meant.
         assert_eq!(found("streams.side"), Some((0, "side".into())));
+    }
+
+    #[test]
+    fn a_function_is_called_when_some_module_calls_its_name() {
+        let api = ApiModel::default();
+        let p = project(
+            &[
+                ("ops", "def gather(stream, t):\n    return t\n\nclass Pool:\n    def take(self, stream):\n        pass\n"),
+                ("train", "from ops import gather\nrows = gather (s, t)\npool.take(s)\n# defined_elsewhere(\n"),
+            ],
+            &api,
+        );
+        assert!(p.is_called("gather") && p.is_called("take"));
+        // In a comment still counts: it only makes a function look called.
+        assert!(p.is_called("defined_elsewhere"));
+        // A definition is not a call.
+        assert!(!p.is_called("Pool"));
+        let alone = project(&[("ops", "def gather(stream, t):\n    return t\n")], &api);
+        assert!(!alone.is_called("gather"));
     }
 
     #[test]

@@ -72,9 +72,16 @@ impl MissingStreamWait {
         let body = cx.body;
         match body.stream(consumer).origin {
             StreamOrigin::Created | StreamOrigin::Temporary => return true,
+            // With no caller in sight, the contract decides: the argument is not ready there.
+            StreamOrigin::Parameter if body.uncalled => return true,
             StreamOrigin::Unknown => return false,
             _ => {}
         }
+        Self::waits_here(body, consumer)
+    }
+
+    /// Does this body make `consumer` wait on some other stream or an event?
+    fn waits_here(body: &streamlint_graph::Body, consumer: StreamId) -> bool {
         body.ops_iter().any(|(_, op)| match op.kind {
             OpKind::WaitStream { waiter, waitee } => waiter == consumer && waitee != consumer,
             OpKind::WaitEvent { stream, .. } => stream == consumer,
@@ -139,10 +146,22 @@ impl MissingStreamWait {
             cx.stream_name(producer).to_string(),
         );
         let returned = matches!(op.kind, OpKind::Escape { .. });
+        // Say where the verdict on a stream the caller passes comes from, when the contract
+        // made it.
+        let contract = if b.how == Production::Entry
+            && access == b.produced_at
+            && cx.body.uncalled
+            && cx.body.stream(consumer).origin == StreamOrigin::Parameter
+            && !Self::waits_here(cx.body, consumer)
+        {
+            format!(" (no call in the checked files passes {c}, so the contract at function boundaries applies: an argument is ready on the caller's current stream only)")
+        } else {
+            String::new()
+        };
         let message = if returned {
             format!("`{name}` is returned to the caller, who uses it on {c}, but {c} never waits for {p}, which produces it")
         } else if raw {
-            format!("`{name}` is {} on {c} but was written on {p} with no wait in between: {c} can run before {p} has finished", if write { "written" } else { "read" })
+            format!("`{name}` is {} on {c} but was written on {p} with no wait in between: {c} can run before {p} has finished{contract}", if write { "written" } else { "read" })
         } else {
             format!("`{name}` is overwritten on {c} while {p} may still be reading it: nothing orders {c} after that read")
         };

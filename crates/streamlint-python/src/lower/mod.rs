@@ -326,6 +326,7 @@ impl<'a> Lowerer<'a> {
             .decorators
             .iter()
             .any(|d| d.dotted().as_deref() == Some("staticmethod"));
+        let mut stream_param = false;
         for (i, p) in def.params.iter().enumerate() {
             if i == 0 && is_method && !is_static {
                 continue;
@@ -350,6 +351,7 @@ impl<'a> Lowerer<'a> {
                 };
                 Value::Stream(self.b.add_stream(stream))
             } else if inline::stream_like(&p.name, &annotation) {
+                stream_param = true;
                 Value::Stream(self.named_stream(&p.name))
             } else if annotation.ends_with("Event") {
                 Value::Event(self.event_at(p.span, &p.name, false))
@@ -398,6 +400,13 @@ impl<'a> Lowerer<'a> {
                 Value::Param(buf)
             };
             self.bind(p.name.clone(), value);
+        }
+        // Which streams callers pass, and how they ordered them, is judged where a call of the
+        // project is lowered with the callee in place; with no such call, by the contract (see
+        // `Body::uncalled`). Dunder methods and `forward` are called by the framework.
+        let framework_called = def.name.starts_with("__") || def.name == "forward";
+        if stream_param && !framework_called && !self.cx.project.is_called(&def.name) {
+            self.b.uncalled();
         }
     }
 
