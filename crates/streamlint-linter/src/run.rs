@@ -39,6 +39,9 @@ enum Indexed {
     Package(PathBuf),
 }
 
+/// Files a thread reads and indexes as one piece of work, at most (see `check_run`).
+const INDEX_PIECE: usize = 16;
+
 /// The message of the finding for a file whose analysis panicked.
 const INTERNAL_ERROR: &str =
     "internal error while analysing this file; please report it with the file";
@@ -132,8 +135,11 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     // Each Python file is indexed from its text alone (no parse: see `ModuleIndex`); the text
     // is not kept, but read again when the file is checked, so that a run holds one file's
     // text and tree per thread, not every file's.
+    // Small pieces, so that a core left without work can take some from the other: rayon's
+    // default split leaves long runs of files that only the thread holding them can do.
     let indexed: Vec<Indexed> = files
         .par_iter()
+        .with_max_len(INDEX_PIECE)
         .map(|p| match load(p, settings, false) {
             Loaded::Text(t) => {
                 let index = (t.language == Language::Python).then(|| {
@@ -175,7 +181,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                 .map_err(|e| (e.offset, e.message)),
         }
     };
-    reports.par_extend(to_check.par_iter().map(|(path, module)| {
+    reports.par_extend(to_check.par_iter().with_max_len(1).map(|(path, module)| {
         // Read again; a file changed since (now unreadable, say) is reported as it is now.
         let t = match load(path, settings, true) {
             Loaded::Text(t) => t,
