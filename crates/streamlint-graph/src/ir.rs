@@ -181,6 +181,9 @@ pub enum EscapeKind {
     Container,
     /// Passed to a callee the frontend does not know.
     UnknownCallee,
+    /// The body ends with the value held by an object that outlives it (an attribute it wrote):
+    /// whoever uses it next does so on their current stream.
+    LeftOnObject,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -59,6 +59,10 @@ impl Rule for MissingStreamWait {
             } if cx.body.returns_to_ambient => {
                 self.check_use(cx, state, buffer, cx.body.ambient, op, false)
             }
+            OpKind::Escape {
+                buffer,
+                kind: EscapeKind::LeftOnObject,
+            } => self.check_use(cx, state, buffer, cx.body.ambient, op, false),
             _ => {}
         }
     }
@@ -158,7 +162,16 @@ impl MissingStreamWait {
         } else {
             String::new()
         };
-        let message = if returned {
+        let left_on_object = matches!(
+            op.kind,
+            OpKind::Escape {
+                kind: EscapeKind::LeftOnObject,
+                ..
+            }
+        );
+        let message = if left_on_object {
+            format!("`{name}` is written on {p} and left on the object when `{}` returns, but {c} never waits for {p} and no other method of the class does: whoever uses it next, on their current stream, can read it before the write has finished", cx.body.name)
+        } else if returned {
             format!("`{name}` is returned to the caller, who uses it on {c}, but {c} never waits for {p}, which produces it")
         } else if raw {
             format!("`{name}` is {} on {c} but was written on {p} with no wait in between: {c} can run before {p} has finished{contract}", if write { "written" } else { "read" })

@@ -305,6 +305,7 @@ impl<'a> Lowerer<'a> {
         l.b.edge(last, exit);
         l.b.switch_to(exit);
         if let Some(d) = def {
+            l.leave_attributes(d.name_span);
             l.b.push(OpKind::ScopeEnd, d.name_span);
         }
         for buffer in std::mem::take(&mut l.param_buffers) {
@@ -319,6 +320,67 @@ impl<'a> Lowerer<'a> {
         entry_ops.extend(ordering);
         l.b.prepend_to_entry(entry_ops);
         l.b.finish()
+    }
+
+    /// By the contract at function boundaries, what a method leaves on its object must be
+    /// ready on the current stream when it returns (or be covered by an event it stores): the
+    /// next reader, in this or another method, uses it on its current stream. A method that
+    /// hands its work to the current stream (makes it wait on a stream or an event) is checked
+    /// at its end: attributes it wrote on another stream must be covered by that ordering,
+    /// unless another method of the class makes the current stream wait for that stream (a
+    /// prefetcher's `next()` waiting for what `preload()` staged). A method that leaves its
+    /// side-stream work unjoined on purpose (a bucket filled and reduced on its own stream) is
+    /// not judged here: its readers, wherever they are, are.
+    fn leave_attributes(&mut self, span: Span) {
+        let Some(class) = self.class else {
+            return;
+        };
+        let ambient = self.b.ambient();
+        let body = self.b.body();
+        let hands_to_current = body.ops.iter().any(|op| match op.kind {
+            OpKind::WaitStream { waiter, waitee } => waiter == ambient && waitee != ambient,
+            OpKind::WaitEvent { stream, .. } => stream == ambient,
+            _ => false,
+        });
+        if !hands_to_current {
+            return;
+        }
+        let mut left: Vec<BufferId> = self
+            .attribute_buffers
+            .values()
+            .copied()
+            .filter(|&buffer| {
+                let written_on = body.ops.iter().filter_map(|op| match op.kind {
+                    OpKind::Write { buffer: b, stream }
+                    | OpKind::Raw {
+                        buffer: b,
+                        stream,
+                        write: true,
+                    } if b == buffer => Some(stream),
+                    OpKind::Produce {
+                        buffer: b,
+                        stream,
+                        how,
+                    } if b == buffer && !matches!(how, Production::Entry | Production::Host) => {
+                        Some(stream)
+                    }
+                    _ => None,
+                });
+                let mut others = written_on.filter(|&s| s != ambient).peekable();
+                others.peek().is_some()
+                    && others.all(|s| !class.waited_elsewhere(&body.stream(s).expr, &self.method))
+            })
+            .collect();
+        left.sort_unstable();
+        for buffer in left {
+            self.b.push(
+                OpKind::Escape {
+                    buffer,
+                    kind: EscapeKind::LeftOnObject,
+                },
+                span,
+            );
+        }
     }
 
     fn bind_params(&mut self, def: &FunctionDef, is_method: bool) {
