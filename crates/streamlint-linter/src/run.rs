@@ -147,6 +147,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                         module_name(&t.path),
                         &t.source,
                         &settings.api,
+                        &settings.python_prefilter,
                     ))
                 });
                 Indexed::ToCheck(t.path, index)

@@ -92,7 +92,12 @@ impl Workspace {
     /// What the project keeps of a Python file with this text, if anything.
     fn entry(&self, path: &Path, text: &str, settings: &Settings) -> Option<Entry> {
         if worth_parsing(Language::Python, text.as_bytes(), settings) {
-            let index = ModuleIndex::new(self.module_name(path), text, &settings.api);
+            let index = ModuleIndex::new(
+                self.module_name(path),
+                text,
+                &settings.api,
+                &settings.python_prefilter,
+            );
             return Some(Entry {
                 slot: Slot::Module(Arc::new(index)),
                 text: text_digest(text),

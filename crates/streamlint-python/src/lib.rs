@@ -34,7 +34,7 @@ pub fn lower_source(
     api: &ApiModel,
     deadline: Deadline,
 ) -> Result<Vec<Body>, ParseError> {
-    let module = ModuleIndex::new(String::new(), source, api);
+    let module = ModuleIndex::new(String::new(), source, api, &Prefilter::new(api));
     let parsed = module.parse(source)?;
     let project = Project::new(vec![std::sync::Arc::new(module)], Vec::new(), api);
     Ok(project.lower(0, source, &parsed, deadline))

@@ -1,104 +1,164 @@
 //! A byte scan that tells, without parsing, whether text could hold anything the Python model
 //! acts on. Files that fail it are never parsed, and functions that fail it are not lowered.
+//!
+//! Every word is looked for in one pass (an Aho-Corasick automaton): most files of a project are
+//! read only to be turned away, and a pass per word would read each of them several times.
+
+use aho_corasick::{AhoCorasick, MatchKind};
 
 use crate::ApiModel;
 
-/// Identifiers without which text cannot hold code any rule looks at (stream APIs are found by
-/// `uses_streams`). `Event` counts alone, not inside `EventType` or `KVCacheEvent`.
-const STREAM_IDENTIFIERS: &[&str] = &["Event", "non_blocking"];
+/// What a word found in the text stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Word {
+    /// `tream`, the heart of every stream API (`Stream(`, `wait_stream(`, `with stream:`).
+    StreamCall,
+    /// Identifiers without which text cannot hold code any rule looks at, counted alone:
+    /// `Event` (not inside `EventType` or `KVCacheEvent`) and `non_blocking`.
+    Identifier,
+    /// The project's own API names (`my_lib.keep_alive` → `keep_alive`).
+    Configured,
+    /// Datasets and data loaders, also inside longer names (`IterableDataset`): their code may
+    /// run in worker processes.
+    DataLoading,
+    Pinned,
+    Yield,
+}
 
-/// Words for the worker rule, also inside longer names (`IterableDataset`).
-const WORKER_WORDS: &[&str] = &["Dataset", "DataLoader"];
+/// The words of the scan and what each stands for.
+const WORDS: &[(&str, Word)] = &[
+    ("tream", Word::StreamCall),
+    ("Event", Word::Identifier),
+    ("non_blocking", Word::Identifier),
+    ("Dataset", Word::DataLoading),
+    ("DataLoader", Word::DataLoading),
+    ("pin_memory", Word::Pinned),
+    ("yield", Word::Yield),
+];
 
-/// The scan, with the project's own API names (`my_lib.keep_alive` → `keep_alive`).
-#[derive(Clone, Debug, Default)]
+/// Where a module's text has what the project index looks for, by offset, sorted.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Stream code: every place [`Prefilter::admits`] looks for, data loading aside.
+    pub stream_code: Vec<usize>,
+    pub data_loading: Vec<usize>,
+    /// `pin_memory`.
+    pub pinned: Vec<usize>,
+    /// `yield`.
+    pub yields: Vec<usize>,
+}
+
+/// The scan, with the project's own API names.
+#[derive(Clone, Debug)]
 pub struct Prefilter {
-    configured: Vec<String>,
+    automaton: AhoCorasick,
+    /// What each pattern of the automaton stands for, by pattern index.
+    words: Vec<Word>,
+}
+
+impl Default for Prefilter {
+    fn default() -> Prefilter {
+        Prefilter::with_names(Vec::new())
+    }
 }
 
 impl Prefilter {
     pub fn new(api: &ApiModel) -> Prefilter {
-        Prefilter {
-            configured: api.configured_names(),
+        Prefilter::with_names(api.configured_names())
+    }
+
+    fn with_names(configured: Vec<String>) -> Prefilter {
+        let mut patterns: Vec<String> = WORDS.iter().map(|(w, _)| w.to_string()).collect();
+        let mut words: Vec<Word> = WORDS.iter().map(|&(_, kind)| kind).collect();
+        for name in configured.into_iter().filter(|n| !n.is_empty()) {
+            patterns.push(name);
+            words.push(Word::Configured);
         }
+        // Leftmost matches, without overlaps: the words do not overlap one another (a
+        // configured name that contains one counts as itself), and the automaton then skips
+        // ahead with its SIMD prefilter.
+        let automaton = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(&patterns)
+            .expect("a few short words always make an automaton");
+        Prefilter { automaton, words }
     }
 
     /// Does `text` mention anything the analysis could act on?
     pub fn admits(&self, text: &[u8]) -> bool {
-        self.stream_code(text).next().is_some() || self.mentions_data_loading(text)
-    }
-
-    /// Where `text` mentions stream code: every place [`Prefilter::admits`] looks for, data
-    /// loading aside, by offset (in no particular order). A piece of the text is admitted when it
-    /// holds one of them.
-    pub fn stream_code_offsets(&self, text: &[u8]) -> Vec<usize> {
-        self.stream_code(text).collect()
+        self.scan(text).any(|(word, _)| {
+            matches!(
+                word,
+                Word::StreamCall | Word::Identifier | Word::Configured | Word::DataLoading
+            )
+        })
     }
 
     /// Does `text` mention datasets or data loaders (whose code may run in worker processes)?
     pub fn mentions_data_loading(&self, text: &[u8]) -> bool {
-        data_loading(text).next().is_some()
+        self.scan(text).any(|(word, _)| word == Word::DataLoading)
     }
 
-    /// Where `text` mentions datasets or data loaders, by offset (in no particular order).
-    pub fn data_loading_offsets(&self, text: &[u8]) -> Vec<usize> {
-        data_loading(text).collect()
+    /// Everything the project index marks in a module, in one pass (matches come in the order
+    /// of the text, so each list is sorted).
+    pub fn find(&self, text: &[u8]) -> Found {
+        let mut found = Found::default();
+        for (word, at) in self.scan(text) {
+            let list = match word {
+                Word::StreamCall | Word::Identifier | Word::Configured => &mut found.stream_code,
+                Word::DataLoading => &mut found.data_loading,
+                Word::Pinned => &mut found.pinned,
+                Word::Yield => &mut found.yields,
+            };
+            list.push(at);
+        }
+        found
     }
 
-    fn stream_code<'t>(&'t self, text: &'t [u8]) -> impl Iterator<Item = usize> + 't {
-        stream_api_calls(text)
-            .chain(
-                STREAM_IDENTIFIERS
-                    .iter()
-                    .flat_map(move |w| identifier_offsets(text, w)),
-            )
-            .chain(
-                self.configured
-                    .iter()
-                    .flat_map(move |w| memchr::memmem::find_iter(text, w.as_bytes())),
-            )
+    /// Each word that counts where it stands, with its offset.
+    fn scan<'t>(&'t self, text: &'t [u8]) -> impl Iterator<Item = (Word, usize)> + 't {
+        self.automaton.find_iter(text).filter_map(move |m| {
+            let word = self.words[m.pattern().as_usize()];
+            let at = m.start();
+            let counts = match word {
+                Word::StreamCall => calls_a_stream(text, at),
+                Word::Identifier => whole_identifier(text, at, m.end()),
+                _ => true,
+            };
+            counts.then_some((word, at))
+        })
     }
 }
 
-fn data_loading(text: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    WORKER_WORDS
-        .iter()
-        .flat_map(move |w| memchr::memmem::find_iter(text, w.as_bytes()))
-}
-
-/// Where `word` occurs in `text` as a whole identifier.
-fn identifier_offsets<'t>(text: &'t [u8], word: &'t str) -> impl Iterator<Item = usize> + 't {
+/// Is the word at `start..end` a whole identifier?
+fn whole_identifier(text: &[u8], start: usize, end: usize) -> bool {
     let ident = |b: Option<&u8>| b.is_some_and(|&b| b == b'_' || b.is_ascii_alphanumeric());
-    memchr::memmem::find_iter(text, word.as_bytes()).filter(move |&at| {
-        !ident(at.checked_sub(1).and_then(|i| text.get(i))) && !ident(text.get(at + word.len()))
-    })
+    !ident(start.checked_sub(1).and_then(|i| text.get(i))) && !ident(text.get(end))
 }
 
-/// Where the text calls something stream-like (`torch.cuda.Stream(`, `torch.cuda.stream(s)`,
-/// `wait_stream(`, `current_stream(`, `get_streams(`) or enters a stream as a context (`with
-/// side_stream:`). Text that only passes a `stream=` argument along or names a parameter
-/// `stream` has no stream order of its own to get wrong.
-fn stream_api_calls(text: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    memchr::memmem::find_iter(text, b"tream").filter(|&i| {
-        if !matches!(i.checked_sub(1).map(|j| text[j]), Some(b's' | b'S')) {
-            return false;
+/// Does the `tream` at `i` call something stream-like (`torch.cuda.Stream(`,
+/// `torch.cuda.stream(s)`, `wait_stream(`, `current_stream(`, `get_streams(`) or enter a stream
+/// as a context (`with side_stream:`)? Text that only passes a `stream=` argument along or names
+/// a parameter `stream` has no stream order of its own to get wrong.
+fn calls_a_stream(text: &[u8], i: usize) -> bool {
+    if !matches!(i.checked_sub(1).map(|j| text[j]), Some(b's' | b'S')) {
+        return false;
+    }
+    let mut rest = &text[i + 5..];
+    if rest.first() == Some(&b's') {
+        rest = &rest[1..];
+    }
+    let rest = rest.trim_ascii_start();
+    match rest.first() {
+        Some(b'(') => true,
+        // The end of a `with` header: only a comment may follow on the line.
+        Some(b':') => {
+            let line = rest[1..].split(|&c| c == b'\n').next().unwrap_or_default();
+            let line = line.trim_ascii();
+            line.is_empty() || line.starts_with(b"#")
         }
-        let mut rest = &text[i + 5..];
-        if rest.first() == Some(&b's') {
-            rest = &rest[1..];
-        }
-        let rest = rest.trim_ascii_start();
-        match rest.first() {
-            Some(b'(') => true,
-            // The end of a `with` header: only a comment may follow on the line.
-            Some(b':') => {
-                let line = rest[1..].split(|&c| c == b'\n').next().unwrap_or_default();
-                let line = line.trim_ascii();
-                line.is_empty() || line.starts_with(b"#")
-            }
-            _ => false,
-        }
-    })
+        _ => false,
+    }
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use crate::api::ApiModel;
 use crate::names::Imports;
 use crate::outline::{Block, Outline};
 use crate::parser::{self, ParseError};
-use crate::prefilter::Prefilter;
+use crate::prefilter::{Found, Prefilter};
 use crate::syntax::{Expr, FunctionDef, Stmt};
 use crate::wrappers::Wrapper;
 
@@ -49,7 +49,7 @@ pub struct ModuleIndex {
 
 impl ModuleIndex {
     /// Index a module; `path_name` is the dotted name its path gives.
-    pub fn new(path_name: String, source: &str, api: &ApiModel) -> Self {
+    pub fn new(path_name: String, source: &str, api: &ApiModel, prefilter: &Prefilter) -> Self {
         let (name, package) = match package_of_init(&path_name) {
             // In a package's `__init__.py`, relative imports start from the package itself.
             Some(package) => (package.to_string(), package.to_string()),
@@ -69,16 +69,16 @@ impl ModuleIndex {
         let outline = Outline::of(source);
         let header = parse_header(&outline.header);
         let imports = module_imports(&header, api, &package);
-        let marks = Marks::of(source.as_bytes(), &Prefilter::new(api));
+        let marks = prefilter.find(source.as_bytes());
         let functions = outline
             .defs
             .iter()
             .filter_map(|(name, start, end)| {
                 let text = source.get(*start as usize..*end as usize)?;
                 let (start, end) = (*start as usize, *end as usize);
-                let generator = Marks::within(&marks.yields, start, end);
-                let stream_code = Marks::within(&marks.stream_code, start, end)
-                    || Marks::within(&marks.data_loading, start, end);
+                let generator = within(&marks.yields, start, end);
+                let stream_code = within(&marks.stream_code, start, end)
+                    || within(&marks.data_loading, start, end);
                 may_lower_in_place(text.len(), generator, stream_code).then(|| {
                     let candidate = Candidate {
                         text: text.to_string(),
@@ -209,37 +209,10 @@ fn called_names(text: &[u8]) -> Vec<u64> {
     called
 }
 
-/// Where a module's text has what the index looks for, by offset, sorted: one scan of the whole
-/// text, then a lookup per function or class.
-struct Marks {
-    /// What the prefilter admits, data loading aside.
-    stream_code: Vec<usize>,
-    /// Datasets and data loaders.
-    data_loading: Vec<usize>,
-    pinned: Vec<usize>,
-    yields: Vec<usize>,
-}
-
-impl Marks {
-    fn of(text: &[u8], prefilter: &Prefilter) -> Marks {
-        let sorted = |mut offsets: Vec<usize>| {
-            offsets.sort_unstable();
-            offsets
-        };
-        let all = |word: &[u8]| memchr::memmem::find_iter(text, word).collect::<Vec<_>>();
-        Marks {
-            stream_code: sorted(prefilter.stream_code_offsets(text)),
-            data_loading: sorted(prefilter.data_loading_offsets(text)),
-            pinned: all(b"pin_memory"),
-            yields: all(b"yield"),
-        }
-    }
-
-    /// Is one of `offsets` in `start..end`?
-    fn within(offsets: &[usize], start: usize, end: usize) -> bool {
-        let first = offsets.partition_point(|&at| at < start);
-        offsets.get(first).is_some_and(|&at| at < end)
-    }
+/// Is one of `offsets` (sorted) in `start..end`?
+fn within(offsets: &[usize], start: usize, end: usize) -> bool {
+    let first = offsets.partition_point(|&at| at < start);
+    offsets.get(first).is_some_and(|&at| at < end)
 }
 
 /// The top-level functions and classes of a module whose analysis cannot need them: no stream
@@ -249,7 +222,7 @@ impl Marks {
 /// stream code are lowered in place from the project index, which keeps its own copy of their
 /// text. A module with data-loading code keeps everything: the functions its loaders run in
 /// worker processes are found by name across the module.
-fn inert_blocks(source: &str, blocks: &[Block], marks: &Marks) -> Vec<(u32, u32)> {
+fn inert_blocks(source: &str, blocks: &[Block], marks: &Found) -> Vec<(u32, u32)> {
     if !marks.data_loading.is_empty() {
         return Vec::new();
     }
@@ -257,8 +230,7 @@ fn inert_blocks(source: &str, blocks: &[Block], marks: &Marks) -> Vec<(u32, u32)
         .iter()
         .map(|b| {
             let (start, end) = (b.start as usize, b.end as usize);
-            Marks::within(&marks.stream_code, start, end)
-                || Marks::within(&marks.pinned, start, end)
+            within(&marks.stream_code, start, end) || within(&marks.pinned, start, end)
         })
         .collect();
     let kept_classes: HashSet<&str> = blocks
@@ -277,9 +249,7 @@ fn inert_blocks(source: &str, blocks: &[Block], marks: &Marks) -> Vec<(u32, u32)
     blocks
         .iter()
         .zip(&kept)
-        .filter(|(b, &kept)| {
-            !kept && !Marks::within(&constructions, b.start as usize, b.end as usize)
-        })
+        .filter(|(b, &kept)| !kept && !within(&constructions, b.start as usize, b.end as usize))
         .map(|(b, _)| (b.start, b.end))
         .collect()
 }
@@ -587,7 +557,14 @@ mod tests {
         Project::new(
             files
                 .iter()
-                .map(|(name, src)| Arc::new(ModuleIndex::new(name.to_string(), src, api)))
+                .map(|(name, src)| {
+                    Arc::new(ModuleIndex::new(
+                        name.to_string(),
+                        src,
+                        api,
+                        &Prefilter::new(api),
+                    ))
+                })
                 .collect(),
             Vec::new(),
             api,
@@ -625,7 +602,7 @@ mod tests {
     fn code_without_stream_work_is_blanked_before_parsing_and_spans_stay() {
         let src = "import torch\n\n@cache\ndef shape(x):\n    return x.shape\n\nclass Plain:\n    def f(self):\n        return 1\n\nclass Side:\n    def __init__(self, dev='cpu'):\n        self.s = torch.cuda.Stream()\n\ndef make():\n    return Side(dev='cuda')\n\ndef run(x):\n    with torch.cuda.stream(torch.cuda.Stream()):\n        return x * 2\n";
         let api = ApiModel::default();
-        let index = ModuleIndex::new("m".into(), src, &api);
+        let index = ModuleIndex::new("m".into(), src, &api, &Prefilter::new(&api));
         let parsed = index.parse(src).unwrap();
         // `shape` (with its decorator) and `Plain` have no stream code; `make` constructs a
         // class that has.
@@ -649,7 +626,7 @@ mod tests {
         // leaves half a string.
         let src = "import torch\ndef f():\n    return '''a\nb'''\n\ndef g():\n    torch.cuda.synchronize()\n";
         let api = ApiModel::default();
-        let index = ModuleIndex::new("m".into(), src, &api);
+        let index = ModuleIndex::new("m".into(), src, &api, &Prefilter::new(&api));
         let parsed = index.parse(src).unwrap();
         assert_eq!(outline_of(&parsed), ["other", "def f", "def g"]);
     }
@@ -658,7 +635,7 @@ mod tests {
     fn modules_with_data_loading_are_parsed_whole() {
         let src = "from torch.utils.data import DataLoader\ndef collate(batch):\n    return batch[0].cuda()\n\ndef loader(ds):\n    return DataLoader(ds, num_workers=2, collate_fn=collate)\n";
         let api = ApiModel::default();
-        let index = ModuleIndex::new("m".into(), src, &api);
+        let index = ModuleIndex::new("m".into(), src, &api, &Prefilter::new(&api));
         assert_eq!(
             outline_of(&index.parse(src).unwrap()),
             ["other", "def collate", "def loader"]
