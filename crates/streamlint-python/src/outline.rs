@@ -34,6 +34,20 @@ pub struct Block {
     pub end: u32,
 }
 
+/// The lines of `text`, each with its `\n` (as `split_inclusive('\n')`, but found with
+/// `memchr`: most lines are short, and a search per line costs more than one over the text).
+fn lines(text: &str) -> impl Iterator<Item = &str> {
+    let ends = memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1);
+    let last = (!text.ends_with('\n') && !text.is_empty()).then_some(text.len());
+    let mut start = 0;
+    ends.chain(last).map(move |end| {
+        // `\n` is one byte of its own in UTF-8: every piece is whole characters.
+        let line = &text[start..end];
+        start = end;
+        line
+    })
+}
+
 /// The identifier at the start of `text`.
 fn identifier(text: &str) -> &str {
     let end = text
@@ -93,7 +107,7 @@ impl Outline {
         };
         // Brackets the current statement has left open.
         let mut open = 0i32;
-        for raw in text.split_inclusive('\n') {
+        for raw in lines(text) {
             let start = offset;
             offset += raw.len() as u32;
             let line = raw.strip_suffix('\n').unwrap_or(raw);
@@ -185,6 +199,14 @@ impl Outline {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn lines_are_split_as_split_inclusive_splits_them() {
+        for text in ["", "a", "a\n", "a\nb", "a\r\n\nb\n", "\n\n", "é\nü"] {
+            let expected: Vec<&str> = text.split_inclusive('\n').collect();
+            assert_eq!(lines(text).collect::<Vec<_>>(), expected, "{text:?}");
+        }
+    }
 
     #[test]
     fn a_byte_order_mark_is_not_part_of_the_first_statement() {
