@@ -172,7 +172,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
             }
         }
     }
-    let project = Project::new(modules, packages, &settings.api);
+    let project = Project::new(modules, packages, &settings.api, &settings.python_prefilter);
     // A Python file has its place in the project; a Rust file has none.
     let lower = |t: &Text, module: Option<usize>| {
         let deadline = Deadline::after(settings.file_time_limit);

@@ -8,11 +8,11 @@
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use rayon::prelude::*;
 use streamlint_graph::Deadline;
-use streamlint_python::{module_name, ModuleIndex, Project};
+use streamlint_python::{module_name, ModuleIndex, Names, Project};
 use streamlint_rules::Finding;
 
 use crate::run::{load, lower_in_project, Loaded};
@@ -35,6 +35,18 @@ struct Entry {
 pub struct Workspace {
     root: PathBuf,
     files: HashMap<PathBuf, Entry>,
+    /// The modules in a fixed order, with the names that find them: made when a check first
+    /// needs them, kept while files change only in their text.
+    snapshot: OnceLock<Snapshot>,
+}
+
+/// The project's modules as one list, and its [`Names`], which cost a walk over every module to
+/// make (some milliseconds for thousands of files: too long to repeat at each keystroke).
+struct Snapshot {
+    modules: Vec<Arc<ModuleIndex>>,
+    /// Each module's place in `modules`, by path.
+    position: HashMap<PathBuf, usize>,
+    names: Arc<Names>,
 }
 
 fn text_digest(text: &str) -> u64 {
@@ -50,6 +62,7 @@ impl Workspace {
         let mut workspace = Workspace {
             root: root.to_path_buf(),
             files: HashMap::new(),
+            snapshot: OnceLock::new(),
         };
         let found = discover(&[root.to_path_buf()], settings).files;
         let entries: Vec<(PathBuf, Entry)> = found
@@ -129,11 +142,55 @@ impl Workspace {
         };
         let before = interface(self.files.get(path));
         let after = interface(entry.as_ref());
+        self.keep_snapshot(path, entry.as_ref());
         match entry {
             Some(entry) => self.files.insert(path.to_path_buf(), entry),
             None => self.files.remove(path),
         };
         before != after
+    }
+
+    /// Put a file's new index in the snapshot, or drop the snapshot where its names no longer
+    /// hold: a module added or removed, a package changed, or a function its names do not know.
+    fn keep_snapshot(&mut self, path: &Path, entry: Option<&Entry>) {
+        let Some(snapshot) = self.snapshot.get_mut() else {
+            return;
+        };
+        let kept = match (entry.map(|e| &e.slot), snapshot.position.get(path)) {
+            (Some(Slot::Module(m)), Some(&i)) if snapshot.names.knows_functions_of(m) => {
+                snapshot.modules[i] = m.clone();
+                true
+            }
+            // Still no module of the project's (no stream code, not a package).
+            (None, None) => !matches!(self.files.get(path), Some(_)),
+            _ => false,
+        };
+        if !kept {
+            self.snapshot = OnceLock::new();
+        }
+    }
+
+    fn snapshot(&self) -> &Snapshot {
+        self.snapshot.get_or_init(|| {
+            let mut modules = Vec::new();
+            let mut position = HashMap::new();
+            let mut packages = Vec::new();
+            for (path, entry) in &self.files {
+                match &entry.slot {
+                    Slot::Module(m) => {
+                        position.insert(path.clone(), modules.len());
+                        modules.push(m.clone());
+                    }
+                    Slot::Package(name) => packages.push((name.clone(), path.clone())),
+                }
+            }
+            let names = Arc::new(Names::new(&modules, packages));
+            Snapshot {
+                modules,
+                position,
+                names,
+            }
+        })
     }
 
     /// Can a change of the file at `changed` change the findings of the file at `path`? When
@@ -169,6 +226,34 @@ impl Workspace {
                 _ => return Vec::new(),
             },
         };
+        let snapshot = self.snapshot();
+        let (project, at) = match snapshot.position.get(path) {
+            // The text checked may be newer than the project's (a check before the update),
+            // and define functions the names do not know yet.
+            Some(&i) if snapshot.names.knows_functions_of(&here) => {
+                let mut modules = snapshot.modules.clone();
+                modules[i] = here;
+                let names = snapshot.names.clone();
+                (
+                    Project::with_names(modules, names, &settings.api, &settings.python_prefilter),
+                    i,
+                )
+            }
+            _ => (self.project_with(path, here, settings), 0),
+        };
+        let deadline = Deadline::after(settings.file_time_limit);
+        let lowered = lower_in_project(&project, at, source, deadline);
+        judge(source, Language::Python, lowered, settings)
+    }
+
+    /// The project of the other files and of `here` (module 0) for the file at `path`, made
+    /// afresh.
+    fn project_with<'s>(
+        &self,
+        path: &Path,
+        here: Arc<ModuleIndex>,
+        settings: &'s Settings,
+    ) -> Project<'s> {
         let mut modules = vec![here];
         let mut packages = Vec::new();
         for (p, entry) in self.files.iter().filter(|(p, _)| p.as_path() != path) {
@@ -177,9 +262,6 @@ impl Workspace {
                 Slot::Package(name) => packages.push((name.clone(), p.clone())),
             }
         }
-        let project = Project::new(modules, packages, &settings.api);
-        let deadline = Deadline::after(settings.file_time_limit);
-        let lowered = lower_in_project(&project, 0, source, deadline);
-        judge(source, Language::Python, lowered, settings)
+        Project::new(modules, packages, &settings.api, &settings.python_prefilter)
     }
 }

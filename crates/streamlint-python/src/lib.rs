@@ -17,7 +17,7 @@ mod wrappers;
 pub use api::ApiModel;
 pub use parser::ParseError;
 pub use prefilter::Prefilter;
-pub use project::{module_name, ModuleIndex, Parsed, Project};
+pub use project::{module_name, ModuleIndex, Names, Parsed, Project};
 
 use streamlint_graph::{Body, Deadline};
 
@@ -34,9 +34,15 @@ pub fn lower_source(
     api: &ApiModel,
     deadline: Deadline,
 ) -> Result<Vec<Body>, ParseError> {
-    let module = ModuleIndex::new(String::new(), source, api, &Prefilter::new(api));
+    let prefilter = Prefilter::new(api);
+    let module = ModuleIndex::new(String::new(), source, api, &prefilter);
     let parsed = module.parse(source)?;
-    let project = Project::new(vec![std::sync::Arc::new(module)], Vec::new(), api);
+    let project = Project::new(
+        vec![std::sync::Arc::new(module)],
+        Vec::new(),
+        api,
+        &prefilter,
+    );
     Ok(project.lower(0, source, &parsed, deadline))
 }
 

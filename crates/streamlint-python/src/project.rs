@@ -357,9 +357,10 @@ fn may_lower_in_place(len: usize, generator: bool, stream_code: bool) -> bool {
     !generator && len <= MAX_INLINE_BYTES && (len <= SMALL_CALLEE_BYTES || stream_code)
 }
 
-/// Every parsed module of the run, with a lookup from dotted names to modules.
-pub struct Project<'a> {
-    modules: Vec<Arc<ModuleIndex>>,
+/// How the modules, packages and functions of a project are found by name. Built once from all
+/// modules; projects that differ from it only in the text of some modules (an editor's open
+/// files) share it.
+pub struct Names {
     /// Packages whose `__init__.py` was not parsed, by dotted name.
     packages: HashMap<String, Package>,
     /// The packages under every dotted suffix of their names (see `dotted_suffixes`).
@@ -370,21 +371,12 @@ pub struct Project<'a> {
     function_names: HashSet<String>,
     /// Each module under every dotted suffix of its name (see `dotted_suffixes`).
     by_suffix: HashMap<String, Vec<usize>>,
-    pub(crate) api: &'a ApiModel,
-    pub(crate) prefilter: Prefilter,
-    /// The forwarding wrappers of a module whose functions are lowered in place elsewhere: none
-    /// (its forwarders are small, and are lowered in place themselves).
-    pub(crate) no_wrappers: HashMap<String, Wrapper>,
 }
 
-impl<'a> Project<'a> {
-    /// The project of these modules, and of the packages whose `__init__.py` was left
-    /// unparsed: (dotted name, path), read only if a call resolves through them.
-    pub fn new(
-        modules: Vec<Arc<ModuleIndex>>,
-        packages: Vec<(String, PathBuf)>,
-        api: &'a ApiModel,
-    ) -> Self {
+impl Names {
+    /// The names of these modules (by position), and of the packages whose `__init__.py` was
+    /// left unparsed: (dotted name, path), read only if a call resolves through them.
+    pub fn new(modules: &[Arc<ModuleIndex>], packages: Vec<(String, PathBuf)>) -> Names {
         let mut by_suffix: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, m) in modules.iter().enumerate() {
             for suffix in dotted_suffixes(&m.name) {
@@ -415,14 +407,62 @@ impl<'a> Project<'a> {
             .iter()
             .flat_map(|m| m.functions.keys().cloned())
             .collect();
-        Project {
-            modules,
+        Names {
             packages,
             package_suffixes,
             function_names,
             by_suffix,
+        }
+    }
+
+    /// Does it know every function `module` defines, by name? (A module edited since may
+    /// define new ones.)
+    pub fn knows_functions_of(&self, module: &ModuleIndex) -> bool {
+        module
+            .functions
+            .keys()
+            .all(|name| self.function_names.contains(name))
+    }
+}
+
+/// Every parsed module of the run, with a lookup from dotted names to modules.
+pub struct Project<'a> {
+    modules: Vec<Arc<ModuleIndex>>,
+    names: Arc<Names>,
+    pub(crate) api: &'a ApiModel,
+    pub(crate) prefilter: Prefilter,
+    /// The forwarding wrappers of a module whose functions are lowered in place elsewhere: none
+    /// (its forwarders are small, and are lowered in place themselves).
+    pub(crate) no_wrappers: HashMap<String, Wrapper>,
+}
+
+impl<'a> Project<'a> {
+    /// The project of these modules, and of the packages whose `__init__.py` was left
+    /// unparsed: (dotted name, path), read only if a call resolves through them.
+    pub fn new(
+        modules: Vec<Arc<ModuleIndex>>,
+        packages: Vec<(String, PathBuf)>,
+        api: &'a ApiModel,
+        prefilter: &Prefilter,
+    ) -> Self {
+        let names = Arc::new(Names::new(&modules, packages));
+        Project::with_names(modules, names, api, prefilter)
+    }
+
+    /// The project of these modules, found by `names`, which were made from modules of the same
+    /// names in the same order (their texts may have changed since, if `names` still knows every
+    /// function they define: see [`Names::knows_functions_of`]).
+    pub fn with_names(
+        modules: Vec<Arc<ModuleIndex>>,
+        names: Arc<Names>,
+        api: &'a ApiModel,
+        prefilter: &Prefilter,
+    ) -> Self {
+        Project {
+            modules,
+            names,
             api,
-            prefilter: Prefilter::new(api),
+            prefilter: prefilter.clone(),
             no_wrappers: HashMap::new(),
         }
     }
@@ -443,7 +483,7 @@ impl<'a> Project<'a> {
     /// The module a dotted name denotes, seen from module `from`: where two modules end in the
     /// same name, the one sharing the longest package path with `from`.
     fn find_module(&self, from: usize, dotted: &str) -> Option<usize> {
-        let candidates = self.by_suffix.get(dotted)?;
+        let candidates = self.names.by_suffix.get(dotted)?;
         if let [one] = candidates.as_slice() {
             return Some(*one);
         }
@@ -465,8 +505,8 @@ impl<'a> Project<'a> {
 
     /// The unparsed package a dotted name ends with, when exactly one does.
     fn find_package(&self, dotted: &str) -> Option<(&str, &Package)> {
-        match self.package_suffixes.get(dotted)?.as_slice() {
-            [name] => Some((name.as_str(), &self.packages[name])),
+        match self.names.package_suffixes.get(dotted)?.as_slice() {
+            [name] => Some((name.as_str(), &self.names.packages[name])),
             _ => None,
         }
     }
@@ -479,7 +519,7 @@ impl<'a> Project<'a> {
 
     fn resolve_hops(&self, from: usize, qualified: &str, hops: usize) -> Option<Resolved<'_>> {
         let last = qualified.rsplit('.').next().unwrap_or(qualified);
-        if qualified.contains("()") || !self.function_names.contains(last) {
+        if qualified.contains("()") || !self.names.function_names.contains(last) {
             return None;
         }
         let Some((module_path, name)) = qualified.rsplit_once('.') else {
@@ -554,21 +594,12 @@ mod tests {
     use crate::parser::parse_module;
 
     fn project<'a>(files: &[(&str, &str)], api: &'a ApiModel) -> Project<'a> {
-        Project::new(
-            files
-                .iter()
-                .map(|(name, src)| {
-                    Arc::new(ModuleIndex::new(
-                        name.to_string(),
-                        src,
-                        api,
-                        &Prefilter::new(api),
-                    ))
-                })
-                .collect(),
-            Vec::new(),
-            api,
-        )
+        let prefilter = Prefilter::new(api);
+        let modules = files
+            .iter()
+            .map(|(name, src)| Arc::new(ModuleIndex::new(name.to_string(), src, api, &prefilter)))
+            .collect();
+        Project::new(modules, Vec::new(), api, &prefilter)
     }
 
     #[test]
