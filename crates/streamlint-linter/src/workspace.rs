@@ -162,7 +162,7 @@ impl Workspace {
                 true
             }
             // Still no module of the project's (no stream code, not a package).
-            (None, None) => !matches!(self.files.get(path), Some(_)),
+            (None, None) => !self.files.contains_key(path),
             _ => false,
         };
         if !kept {
