@@ -576,6 +576,15 @@ fn a_host_sync_on_one_path_and_a_wait_on_the_other_both_order() {
     assert!(before(&body, r).unordered_writes(x, side).is_empty());
 }
 
+fn event(b: &mut BodyBuilder, name: &str) -> EventId {
+    b.add_event(Event {
+        name: name.into(),
+        expr: name.into(),
+        created: None,
+        internal: false,
+    })
+}
+
 /// A helper `fn scale(x: &CudaSlice, s: &CudaStream, done: &CudaEvent) -> CudaSlice` that
 /// reads `x` on `s`, makes its result there and records `done` after: at a call, those effects
 /// land on the caller's slice, stream and event, and the result is a buffer made on the
@@ -586,12 +595,7 @@ fn a_summary_applies_a_helpers_effects_to_the_callers_values() {
     let x = tensor(&mut b, "x");
     b.buffer_mut(x).owner = Owner::Caller;
     let y = tensor(&mut b, "y");
-    let done = b.add_event(Event {
-        name: "done".into(),
-        expr: "done".into(),
-        created: None,
-        internal: false,
-    });
+    let done = event(&mut b, "done");
     read(&mut b, x, s);
     produce(&mut b, y, s);
     b.push(
@@ -614,12 +618,7 @@ fn a_summary_applies_a_helpers_effects_to_the_callers_values() {
     let (mut caller, main, side) = builder();
     let other = tensor(&mut caller, "other");
     let input = tensor(&mut caller, "input");
-    let ready = caller.add_event(Event {
-        name: "ready".into(),
-        expr: "ready".into(),
-        created: None,
-        internal: false,
-    });
+    let ready = event(&mut caller, "ready");
     let args = [
         Passed::Buffer(input),
         Passed::Stream(side),
