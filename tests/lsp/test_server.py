@@ -100,11 +100,13 @@ async def test_diagnostics_follow_the_edits(client: LanguageClient, tmp_path):
     assert sl001.related_information
     assert all(r.location.uri == uri for r in sl001.related_information)
 
-    # The server asked to hear of changes to configuration files.
+    # The server asked to hear of changes to configuration and Python files.
     (watch,) = client.registrations
     assert watch.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
     globs = [w["globPattern"] for w in watch.register_options["watchers"]]
-    assert globs == ["**/streamlint.toml", "**/pyproject.toml"]
+    # Configuration files, and the project's Python files: a helper changed on disk is read
+    # again, and its callers open in the editor are checked again.
+    assert globs == ["**/streamlint.toml", "**/pyproject.toml", "**/*.py"]
 
     # Fixing the bug clears the diagnostic...
     change(client, uri, 2, (line, 0), (line, 0), RECORD)

@@ -211,7 +211,7 @@ impl<'w> Server<'w> {
             return Ok(());
         }
         match method {
-            "initialized" => self.watch_config_files(),
+            "initialized" => self.watch_files(),
             "textDocument/didOpen" => self.with_params(params, Self::did_open),
             "textDocument/didChange" => self.with_params(params, Self::did_change),
             "textDocument/didSave" => self.with_params(params, Self::did_save),
@@ -385,8 +385,9 @@ impl<'w> Server<'w> {
         }
     }
 
-    /// Ask the client to report changes of configuration files, where it can be asked.
-    fn watch_config_files(&mut self) -> io::Result<()> {
+    /// Ask the client to report changes of configuration files and Python files (a helper of
+    /// an open file changed on disk), where it can be asked.
+    fn watch_files(&mut self) -> io::Result<()> {
         if !self.caps.watch_files {
             return Ok(());
         }
@@ -399,14 +400,14 @@ impl<'w> Server<'w> {
             })
             .collect();
         let registration = Registration {
-            id: "streamlint-config-files".into(),
+            id: "streamlint-watched-files".into(),
             method: "workspace/didChangeWatchedFiles".into(),
             register_options: Some(to_json(DidChangeWatchedFilesRegistrationOptions {
                 watchers,
             })),
         };
         self.send(message::request(
-            "streamlint-watch-config",
+            "streamlint-watch-files",
             "client/registerCapability",
             RegistrationParams {
                 registrations: vec![registration],
