@@ -104,4 +104,7 @@ pub struct Role<'a> {
     /// For a closure: the lists its enclosing function makes (`staged = []`), which the closure
     /// fills and drains as its own.
     pub captured_lists: Vec<String>,
+    /// The function is lowered to be summarized for its callers: the large project functions it
+    /// calls keep the model of unknown code (a summary is not made inside another).
+    pub summarizing: bool,
 }

@@ -226,6 +226,7 @@ impl<'s> Scope<'s> {
             device_forbidden,
             attr_text: info.attr_text.clone(),
             captured_lists: Vec::new(),
+            summarizing: false,
         }
     }
 }

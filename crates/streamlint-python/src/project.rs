@@ -15,6 +15,7 @@ use crate::parser::{self, ParseError};
 use crate::prefilter::{Found, Prefilter};
 use crate::syntax::{Expr, FunctionDef, Stmt};
 use crate::wrappers::Wrapper;
+use streamlint_graph::Summary;
 
 /// A parsed module.
 pub struct Parsed(pub(crate) Vec<Stmt>);
@@ -25,6 +26,9 @@ struct Candidate {
     text: String,
     start: u32,
     def: OnceLock<Option<FunctionDef>>,
+    /// What a call of it does, for functions too large to be lowered at every call: made the
+    /// first time a call needs it (see `lower::summaries`).
+    summary: OnceLock<Option<Summary>>,
 }
 
 /// What one module offers the others, read from its text by a line scan (`outline`) rather
@@ -84,6 +88,7 @@ impl ModuleIndex {
                         text: text.to_string(),
                         start: start as u32,
                         def: OnceLock::new(),
+                        summary: OnceLock::new(),
                     };
                     (name.clone(), candidate)
                 })
@@ -158,6 +163,16 @@ impl ModuleIndex {
         self.imports
             .targets()
             .any(|target| target.split('.').any(|part| wanted.contains(&part)))
+    }
+
+    /// The summary of the top-level function `name`, made by `make` the first time a call
+    /// needs it (and kept for every other call, in any thread).
+    pub(crate) fn summary(
+        &self,
+        name: &str,
+        make: impl FnOnce() -> Option<Summary>,
+    ) -> Option<&Summary> {
+        self.functions.get(name)?.summary.get_or_init(make).as_ref()
     }
 
     /// The top-level function `name` that may be lowered in place, parsed.

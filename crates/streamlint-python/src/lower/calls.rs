@@ -64,6 +64,7 @@ impl<'a> Lowerer<'a> {
         if let Some(callee) = self.inline_target(func) {
             return self.inline_call(callee, args, keywords, span);
         }
+        let summarized = self.callee_summary(func);
         match func {
             Expr::Attribute {
                 value: receiver,
@@ -81,6 +82,9 @@ impl<'a> Lowerer<'a> {
             }
             Expr::Name { id, .. } if !self.env.contains_key(id) => {
                 let vals = self.eval_args(args, keywords);
+                if let Some((callee, summary)) = summarized {
+                    self.apply_callee_summary(callee.def, summary, (args, keywords), &vals, span);
+                }
                 if HOST_READ_BUILTINS.contains(&id.as_str()) {
                     for v in &vals {
                         if !v.local_tensors().is_empty() {
@@ -112,6 +116,9 @@ impl<'a> Lowerer<'a> {
             _ => {
                 self.eval(func);
                 let vals = self.eval_args(args, keywords);
+                if let Some((callee, summary)) = summarized {
+                    self.apply_callee_summary(callee.def, summary, (args, keywords), &vals, span);
+                }
                 self.module_call(func.dotted(), vals, args.len(), span)
             }
         }

@@ -49,6 +49,24 @@ impl<'a> Lowerer<'a> {
     /// checked file, not a local name, with stream code of its own, not a generator, not already
     /// being lowered (recursion) and within the caps.
     pub(super) fn inline_target(&self, func: &Expr) -> Option<Resolved<'a>> {
+        let callee = self.project_callee(func)?;
+        // Small functions (getters and setters of a cached stream, wrappers of one call) are
+        // cheap to lower whatever they do; a larger one (with stream code: the index keeps no
+        // other) only where it makes the context of a `with` (a function returning
+        // `torch.cuda.stream(s)`). Larger helpers called elsewhere are summarized once instead
+        // (see `summaries`).
+        self.small_or_context(callee).then_some(callee)
+    }
+
+    /// Is the callee lowered in place (see [`Lowerer::inline_target`])?
+    pub(super) fn small_or_context(&self, callee: Resolved<'a>) -> bool {
+        let size = (callee.def.span.end - callee.def.span.start) as usize;
+        size <= SMALL_CALLEE_BYTES || self.entering_context
+    }
+
+    /// The project function a call names: defined in a checked file, not a local name, not
+    /// already being lowered (recursion), within the depth cap.
+    pub(super) fn project_callee(&self, func: &Expr) -> Option<Resolved<'a>> {
         if self.inline_stack.len() >= MAX_INLINE_DEPTH {
             return None;
         }
@@ -58,20 +76,10 @@ impl<'a> Lowerer<'a> {
         }
         let qualified = self.cx.imports.qualify(func)?;
         let callee = self.cx.project.resolve(self.cx.module, &qualified)?;
-        if self
+        (!self
             .inline_stack
-            .contains(&(callee.module, callee.def.span))
-        {
-            return None;
-        }
-        // Small functions (getters and setters of a cached stream, wrappers of one call) are
-        // cheap to lower whatever they do; a larger one (with stream code: the index keeps no
-        // other) only where it makes the context of a `with` (a function returning
-        // `torch.cuda.stream(s)`). Larger helpers called elsewhere keep the model of unknown
-        // code for now: their effects on streams the project keeps in module state are not yet
-        // identified across calls.
-        let size = (callee.def.span.end - callee.def.span.start) as usize;
-        (size <= SMALL_CALLEE_BYTES || self.entering_context).then_some(callee)
+            .contains(&(callee.module, callee.def.span)))
+        .then_some(callee)
     }
 
     /// Lower `callee` in place of the call at `span` and give back what it returns.

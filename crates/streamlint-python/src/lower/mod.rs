@@ -9,6 +9,7 @@ pub(crate) mod inline;
 mod loops;
 mod statements;
 mod streams;
+mod summaries;
 mod tensors;
 mod value;
 
@@ -211,6 +212,8 @@ pub struct Lowerer<'a> {
     globals: HashMap<(usize, String), Value>,
     /// The callees being lowered in place (by module and span), innermost last (see `inline`).
     inline_stack: Vec<(usize, Span)>,
+    /// Lowering a function to summarize it (see `Role::summarizing`).
+    summarizing: bool,
     /// What the innermost callee lowered in place returns, over the returns seen so far.
     inline_result: Option<Value>,
     /// The buffers of the function's own parameters (see [`Body::arguments`]).
@@ -285,6 +288,7 @@ impl<'a> Lowerer<'a> {
             globals: HashMap::new(),
             entering_context: false,
             inline_stack: Vec::new(),
+            summarizing: role.summarizing,
             inline_result: None,
             param_buffers: Vec::new(),
             global_streams: HashMap::new(),
