@@ -118,6 +118,7 @@ impl Convert<'_> {
             name: f.name.to_string(),
             params,
             positional,
+            keywords_param: args.kwarg.as_ref().map(|a| a.name.to_string()),
             decorators: f
                 .decorator_list
                 .iter()

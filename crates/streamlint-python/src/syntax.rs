@@ -82,6 +82,8 @@ pub struct FunctionDef {
     pub params: Vec<Param>,
     /// How many of `params` a call can pass by position.
     pub positional: usize,
+    /// The name of its `**kwargs` parameter, if it has one.
+    pub keywords_param: Option<String>,
     pub decorators: Vec<Expr>,
     pub body: Vec<Stmt>,
     pub span: Span,

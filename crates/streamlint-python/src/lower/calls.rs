@@ -339,7 +339,7 @@ impl<'a> Lowerer<'a> {
                         !b.is_empty() && b.iter().all(|b| !self.unplaced.contains(b))
                     });
                 if device {
-                    let non_blocking = is_true(Expr::keyword(keywords, "non_blocking"));
+                    let non_blocking = is_true(self.keyword_arg(keywords, "non_blocking").as_ref());
                     let how = if call == ApiCall::TensorFromData {
                         Production::HostToDevice { non_blocking }
                     } else if explicit {

@@ -35,8 +35,24 @@ struct CallerState<'a> {
     binding: Option<String>,
     params: Vec<String>,
     named_streams: HashMap<String, streamlint_graph::StreamId>,
+    forwarded: HashMap<String, Vec<Keyword>>,
     result: Option<Value>,
     restores_stream: bool,
+}
+
+/// What the callee's `**kwargs` receives from a call: the keywords no named parameter takes, and
+/// what the caller itself forwards with `**`.
+fn forwarded_keywords(def: &FunctionDef, keywords: &[Keyword]) -> HashMap<String, Vec<Keyword>> {
+    let Some(param) = &def.keywords_param else {
+        return HashMap::new();
+    };
+    let taken = |k: &Keyword| {
+        k.name
+            .as_deref()
+            .is_some_and(|n| def.params.iter().any(|p| !p.variadic && p.name == n))
+    };
+    let rest = keywords.iter().filter(|k| !taken(k)).cloned().collect();
+    HashMap::from([(param.clone(), rest)])
 }
 
 /// Does the parameter look like it takes a stream (by annotation or name)?
@@ -117,6 +133,10 @@ impl<'a> Lowerer<'a> {
             binding: self.binding.take(),
             params: std::mem::take(&mut self.params),
             named_streams: std::mem::take(&mut self.named_streams),
+            forwarded: {
+                let received = forwarded_keywords(def, &self.expand_forwarded(keywords));
+                std::mem::replace(&mut self.forwarded, received)
+            },
             result: self.inline_result.take(),
             restores_stream: std::mem::replace(&mut self.restores_stream, false),
         };
@@ -147,6 +167,7 @@ impl<'a> Lowerer<'a> {
         self.binding = saved.binding;
         self.params = saved.params;
         self.named_streams = saved.named_streams;
+        self.forwarded = saved.forwarded;
         self.restores_stream = saved.restores_stream;
         self.release_callee_locals(first_buffer, &result, span);
         self.b.end_inline(outer);
@@ -201,6 +222,21 @@ impl<'a> Lowerer<'a> {
         self.inline_result = Some(merged);
         let exit = self.exit;
         self.jump(exit);
+    }
+
+    /// The call's keywords with each `**name` the function itself received (see `forwarded`)
+    /// written out.
+    fn expand_forwarded(&self, keywords: &[Keyword]) -> Vec<Keyword> {
+        let mut out = Vec::with_capacity(keywords.len());
+        for k in keywords {
+            match (&k.name, &k.value) {
+                (None, Expr::Name { id, .. }) if self.forwarded.contains_key(id) => {
+                    out.extend(self.forwarded[id].iter().cloned());
+                }
+                _ => out.push(k.clone()),
+            }
+        }
+        out
     }
 
     pub(super) fn inlining(&self) -> bool {

@@ -214,6 +214,9 @@ pub struct Lowerer<'a> {
     inline_stack: Vec<(usize, Span)>,
     /// Lowering a function to summarize it (see `Role::summarizing`).
     summarizing: bool,
+    /// In a callee lowered in place: the keywords its `**kwargs` parameter (by name) received
+    /// from the call, as the caller wrote them.
+    forwarded: HashMap<String, Vec<Keyword>>,
     /// What the innermost callee lowered in place returns, over the returns seen so far.
     inline_result: Option<Value>,
     /// The buffers of the function's own parameters (see [`Body::arguments`]).
@@ -289,6 +292,7 @@ impl<'a> Lowerer<'a> {
             entering_context: false,
             inline_stack: Vec::new(),
             summarizing: role.summarizing,
+            forwarded: HashMap::new(),
             inline_result: None,
             param_buffers: Vec::new(),
             global_streams: HashMap::new(),
@@ -1022,6 +1026,24 @@ fn root_name(expr: &Expr) -> Option<&str> {
         | Expr::Call { func: value, .. }
         | Expr::Subscript { value, .. } => root_name(value),
         _ => None,
+    }
+}
+
+impl Lowerer<'_> {
+    /// What a call gives for keyword `name`: written there, or forwarded through the `**kwargs`
+    /// a callee lowered in place received (`def to_host(t, **kw): ... copy_(t, **kw)` called
+    /// with `non_blocking=True`).
+    fn keyword_arg(&self, keywords: &[Keyword], name: &str) -> Option<Expr> {
+        if let Some(given) = Expr::keyword(keywords, name) {
+            return Some(given.clone());
+        }
+        keywords
+            .iter()
+            .filter(|k| k.name.is_none())
+            .find_map(|k| match &k.value {
+                Expr::Name { id, .. } => Expr::keyword(self.forwarded.get(id)?, name).cloned(),
+                _ => None,
+            })
     }
 }
 

@@ -39,7 +39,7 @@ impl<'a> Lowerer<'a> {
         }
         let own = recv.buffers();
         let arg_buffers = self.tensor_buffers(&vals);
-        let non_blocking = is_true(Expr::keyword(keywords, "non_blocking"))
+        let non_blocking = is_true(self.keyword_arg(keywords, "non_blocking").as_ref())
             || (method == "cuda"
                 && matches!(
                     args.get(1),
