@@ -66,8 +66,7 @@ impl<'a> ModuleContext<'a> {
     /// The qualified name of a device module the expression denotes (`torch.cuda`,
     /// `torch.get_device_module(dev)`, `get_accelerator()`), if it is one.
     pub fn device_module(&self, expr: &Expr) -> Option<String> {
-        let q = self.imports.qualify(expr)?;
-        self.api.is_device_module(&q).then_some(q)
+        device_module_of(expr, self.imports, self.api)
     }
 
     /// Do these statements call `set_stream`?
@@ -84,6 +83,20 @@ impl<'a> ModuleContext<'a> {
         });
         found
     }
+}
+
+/// The device module an expression denotes, if it is one: a known name (`torch.cuda`,
+/// `torch.get_device_module(dev)`, `get_accelerator()`, the configured ones), or one picked at
+/// run time by name (`getattr(torch, device_type)`), which is the device's.
+pub fn device_module_of(expr: &Expr, imports: &Imports, api: &ApiModel) -> Option<String> {
+    if let Expr::Call { func, args, .. } = expr {
+        let by_name = matches!(func.as_ref(), Expr::Name { id, .. } if id == "getattr");
+        if by_name && args.first().and_then(|a| imports.qualify(a)).as_deref() == Some("torch") {
+            return Some("torch.get_device_module()".into());
+        }
+    }
+    let q = imports.qualify(expr)?;
+    api.is_device_module(&q).then_some(q)
 }
 
 /// What the lowering of one function needs to know about its place in the module.

@@ -231,10 +231,7 @@ impl Scan<'_> {
         let Some(attr) = attr.filter(|a| a.starts_with("self.")) else {
             return;
         };
-        let device_module = self
-            .imports
-            .qualify(value)
-            .filter(|q| self.api.is_device_module(q) || q == "torch.get_device_module()");
+        let device_module = crate::context::device_module_of(value, self.imports, self.api);
         let kind = match self.call_kind(value) {
             _ if device_module.is_some() && !cache => device_module.map(AttrKind::DeviceModule),
             Some(ApiCall::StreamFactory) if cache => Some(AttrKind::StreamCache),
