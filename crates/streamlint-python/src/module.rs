@@ -11,7 +11,7 @@ use crate::context::{ModuleContext, Role};
 use crate::lower::Lowerer;
 use crate::project::{Parsed, Project};
 use crate::summary::ClassSummary;
-use crate::syntax::{visit_calls, ClassDef, Constant, Expr, FunctionDef, Stmt};
+use crate::syntax::{visit_calls, ClassDef, Constant, Expr, FunctionDef, Keyword, Stmt};
 use crate::wrappers;
 
 /// Lower every function of a parsed module.
@@ -218,7 +218,8 @@ impl<'s> Scope<'s> {
                 "`{}.{}`, which runs in DataLoader worker processes",
                 class.name, f.name
             )
-        });
+        })
+        .or_else(|| self.workers.methods.get(&f.name).cloned());
         Role {
             class: Some(&info.summary),
             is_method: true,
@@ -366,6 +367,8 @@ struct Workers {
     classes: HashSet<String>,
     /// Function name → why it runs in a worker.
     functions: HashMap<String, String>,
+    /// Method name → why it runs in a worker (`collate_fn=self.collate`).
+    methods: HashMap<String, String>,
 }
 
 impl Workers {
@@ -401,26 +404,31 @@ impl Workers {
             if !is_loader {
                 return;
             }
-            let workers = match Expr::keyword(keywords, "num_workers") {
-                None => false,
-                Some(Expr::Constant {
-                    value: Constant::Int(0),
-                    ..
-                }) => false,
-                Some(_) => true,
-            };
+            let workers = has_workers(keywords);
             let dataset = args.first().or_else(|| Expr::keyword(keywords, "dataset"));
             if let Some(class) = dataset.and_then(|d| dataset_class(d, &instances)) {
                 *with_workers.entry(class).or_default() |= workers;
             }
             if workers {
-                for hook in ["collate_fn", "worker_init_fn"] {
-                    if let Some(name) = Expr::keyword(keywords, hook).and_then(function_name) {
-                        out.functions.insert(
-                            name.clone(),
-                            format!("`{name}`, the `{hook}` of a DataLoader with worker processes"),
-                        );
+                for hook in HOOKS {
+                    if let Some(f) = Expr::keyword(keywords, hook) {
+                        out.hook(hook, f);
                     }
+                }
+            }
+        });
+        // `loader.collate_fn = f` on a loader made with workers.
+        let loaders = loaders_with_workers(cx, stmts);
+        visit_assignments(stmts, &mut |target, value| {
+            if let Expr::Attribute {
+                value: loader,
+                attr,
+                ..
+            } = target
+            {
+                let ours = matches!(loader.as_ref(), Expr::Name { id, .. } if loaders.contains(id));
+                if let (true, Some(hook)) = (ours, HOOKS.iter().find(|h| *h == attr)) {
+                    out.hook(hook, value);
                 }
             }
         });
@@ -429,6 +437,69 @@ impl Workers {
             .filter(|d| with_workers.get(d).copied().unwrap_or(true))
             .collect();
         out
+    }
+}
+
+/// The DataLoader arguments whose functions run in its worker processes.
+const HOOKS: [&str; 2] = ["collate_fn", "worker_init_fn"];
+
+impl Workers {
+    /// `f` is given as a loader's `hook`: a function of the module, or a method (`self.m`).
+    fn hook(&mut self, hook: &str, f: &Expr) {
+        let why =
+            |name: &str| format!("`{name}`, the `{hook}` of a DataLoader with worker processes");
+        if let Expr::Attribute { value, attr, .. } = f {
+            if matches!(value.as_ref(), Expr::Name { id, .. } if id == "self") {
+                self.methods.insert(attr.clone(), why(attr));
+            }
+        } else if let Some(name) = function_name(f) {
+            self.functions.insert(name.clone(), why(&name));
+        }
+    }
+}
+
+/// Does a DataLoader call start worker processes (`num_workers` given, and not 0)?
+fn has_workers(keywords: &[Keyword]) -> bool {
+    match Expr::keyword(keywords, "num_workers") {
+        None => false,
+        Some(Expr::Constant {
+            value: Constant::Int(0),
+            ..
+        }) => false,
+        Some(_) => true,
+    }
+}
+
+/// Names bound to a DataLoader made with worker processes, anywhere in the module.
+fn loaders_with_workers(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> HashSet<String> {
+    let mut out = HashSet::new();
+    visit_assignments(stmts, &mut |target, value| {
+        let (Expr::Name { id, .. }, Expr::Call { func, keywords, .. }) = (target, value) else {
+            return;
+        };
+        let is_loader = cx
+            .imports
+            .qualify(func)
+            .is_some_and(|q| q.rsplit('.').next() == Some("DataLoader"));
+        if is_loader && has_workers(keywords) {
+            out.insert(id.clone());
+        }
+    });
+    out
+}
+
+/// Every `target = value` of the statements, at any depth.
+fn visit_assignments(stmts: &[Stmt], f: &mut dyn FnMut(&Expr, &Expr)) {
+    for s in stmts {
+        match s {
+            Stmt::Assign { targets, value, .. } => targets.iter().for_each(|t| f(t, value)),
+            Stmt::Def(d) => visit_assignments(&d.body, f),
+            Stmt::Class(c) => visit_assignments(&c.body, f),
+            other => other
+                .blocks()
+                .into_iter()
+                .for_each(|b| visit_assignments(b, f)),
+        }
     }
 }
 
