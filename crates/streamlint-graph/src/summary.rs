@@ -98,6 +98,27 @@ pub enum Effect {
     },
 }
 
+impl Effect {
+    /// The op that does it, as plain device work (a frontend whose accesses carry more, such as
+    /// cudarc's tracked ones, writes those its own way).
+    pub fn op(self) -> OpKind {
+        match self {
+            Effect::Access {
+                buffer,
+                stream,
+                write: false,
+            } => OpKind::Read { buffer, stream },
+            Effect::Access { buffer, stream, .. } => OpKind::Write { buffer, stream },
+            Effect::Event {
+                event,
+                stream,
+                record: true,
+            } => OpKind::RecordEvent { event, stream },
+            Effect::Event { event, stream, .. } => OpKind::WaitEvent { event, stream },
+        }
+    }
+}
+
 /// What a call hands back, in the caller's entities.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Handed {

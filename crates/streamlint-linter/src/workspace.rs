@@ -49,6 +49,9 @@ struct Snapshot {
     names: Arc<Names>,
 }
 
+/// A package's `__init__.py` without stream code: its dotted name and path (see `Names::new`).
+type Package = (String, PathBuf);
+
 fn text_digest(text: &str) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut hasher);
@@ -127,6 +130,13 @@ impl Workspace {
         if Language::of(path) != Some(Language::Python) || !self.contains(path) {
             return false;
         }
+        // The text it was indexed from (a file linted again because a callee changed, a save):
+        // nothing to do.
+        if let (Some(text), Some(kept)) = (text, self.files.get(path)) {
+            if kept.text == text_digest(text) {
+                return false;
+            }
+        }
         let entry = match text {
             Some(text) => self.entry(path, text, settings),
             None => match load(path, settings, false) {
@@ -172,18 +182,13 @@ impl Workspace {
 
     fn snapshot(&self) -> &Snapshot {
         self.snapshot.get_or_init(|| {
-            let mut modules = Vec::new();
-            let mut position = HashMap::new();
-            let mut packages = Vec::new();
-            for (path, entry) in &self.files {
-                match &entry.slot {
-                    Slot::Module(m) => {
-                        position.insert(path.clone(), modules.len());
-                        modules.push(m.clone());
-                    }
-                    Slot::Package(name) => packages.push((name.clone(), path.clone())),
-                }
-            }
+            let (found, packages) = self.parts(None);
+            let position = found
+                .iter()
+                .enumerate()
+                .map(|(i, (path, _))| (path.to_path_buf(), i))
+                .collect();
+            let modules: Vec<Arc<ModuleIndex>> = found.into_iter().map(|(_, m)| m).collect();
             let names = Arc::new(Names::new(&modules, packages));
             Snapshot {
                 modules,
@@ -191,6 +196,24 @@ impl Workspace {
                 names,
             }
         })
+    }
+
+    /// The project's modules (with their paths) and its packages (dotted name, path), without
+    /// the file at `leave_out`.
+    fn parts(&self, leave_out: Option<&Path>) -> (Vec<(&Path, Arc<ModuleIndex>)>, Vec<Package>) {
+        let mut modules = Vec::new();
+        let mut packages = Vec::new();
+        for (path, entry) in self
+            .files
+            .iter()
+            .filter(|(p, _)| Some(p.as_path()) != leave_out)
+        {
+            match &entry.slot {
+                Slot::Module(m) => modules.push((path.as_path(), m.clone())),
+                Slot::Package(name) => packages.push((name.clone(), path.clone())),
+            }
+        }
+        (modules, packages)
     }
 
     /// Can a change of the file at `changed` change the findings of the file at `path`? When
@@ -254,14 +277,10 @@ impl Workspace {
         here: Arc<ModuleIndex>,
         settings: &'s Settings,
     ) -> Project<'s> {
-        let mut modules = vec![here];
-        let mut packages = Vec::new();
-        for (p, entry) in self.files.iter().filter(|(p, _)| p.as_path() != path) {
-            match &entry.slot {
-                Slot::Module(m) => modules.push(m.clone()),
-                Slot::Package(name) => packages.push((name.clone(), p.clone())),
-            }
-        }
+        let (others, packages) = self.parts(Some(path));
+        let modules = std::iter::once(here)
+            .chain(others.into_iter().map(|(_, m)| m))
+            .collect();
         Project::new(modules, packages, &settings.api, &settings.python_prefilter)
     }
 }

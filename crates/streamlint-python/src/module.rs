@@ -438,12 +438,7 @@ impl Workers {
             .collect();
         out
     }
-}
 
-/// The DataLoader arguments whose functions run in its worker processes.
-const HOOKS: [&str; 2] = ["collate_fn", "worker_init_fn"];
-
-impl Workers {
     /// `f` is given as a loader's `hook`: a function of the module, or a method (`self.m`).
     fn hook(&mut self, hook: &str, f: &Expr) {
         let why =
@@ -457,6 +452,9 @@ impl Workers {
         }
     }
 }
+
+/// The DataLoader arguments whose functions run in its worker processes.
+const HOOKS: [&str; 2] = ["collate_fn", "worker_init_fn"];
 
 /// Does a DataLoader call start worker processes (`num_workers` given, and not 0)?
 fn has_workers(keywords: &[Keyword]) -> bool {

@@ -129,8 +129,7 @@ impl ModuleIndex {
 
     /// A digest of what other modules see of this one: its name, imports and top-level names,
     /// the text and place of every function their calls may lower in place, and the names it
-    /// calls. When an edit
-    /// leaves it unchanged, no other module's findings changed with the edit.
+    /// calls. When an edit leaves it unchanged, no other module's findings changed with it.
     pub fn interface_digest(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut hasher = std::collections::hash_map::DefaultHasher::new();

@@ -61,10 +61,12 @@ impl<'a> Lowerer<'a> {
         {
             return self.eval(&call);
         }
-        if let Some(callee) = self.inline_target(func) {
+        // A function of the project: lowered in place, or applied through its summary.
+        let callee = self.project_callee(func);
+        if let Some(callee) = callee.filter(|&c| self.lowered_in_place(c)) {
             return self.inline_call(callee, args, keywords, span);
         }
-        let summarized = self.callee_summary(func);
+        let summarized = callee.and_then(|c| Some((c, self.callee_summary(c)?)));
         match func {
             Expr::Attribute {
                 value: receiver,
@@ -122,6 +124,18 @@ impl<'a> Lowerer<'a> {
                 self.module_call(func.dotted(), vals, args.len(), span)
             }
         }
+    }
+
+    /// What a call gives for keyword `name`: written there, or forwarded through the `**kwargs`
+    /// a callee lowered in place received (`def to_host(t, **kw): ... copy_(t, **kw)` called
+    /// with `non_blocking=True`).
+    pub(super) fn keyword_arg(&self, keywords: &[Keyword], name: &str) -> Option<Expr> {
+        if let Some(given) = Expr::keyword(keywords, name) {
+            return Some(given.clone());
+        }
+        keywords
+            .iter()
+            .find_map(|k| Expr::keyword(self.forwarded_by(k)?, name).cloned())
     }
 
     pub(super) fn eval_args(&mut self, args: &[Expr], keywords: &[Keyword]) -> Vec<Value> {

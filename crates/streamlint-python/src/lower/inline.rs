@@ -35,24 +35,24 @@ struct CallerState<'a> {
     binding: Option<String>,
     params: Vec<String>,
     named_streams: HashMap<String, streamlint_graph::StreamId>,
-    forwarded: HashMap<String, Vec<Keyword>>,
+    forwarded: Option<(String, Vec<Keyword>)>,
     result: Option<Value>,
     restores_stream: bool,
 }
 
 /// What the callee's `**kwargs` receives from a call: the keywords no named parameter takes, and
 /// what the caller itself forwards with `**`.
-fn forwarded_keywords(def: &FunctionDef, keywords: &[Keyword]) -> HashMap<String, Vec<Keyword>> {
-    let Some(param) = &def.keywords_param else {
-        return HashMap::new();
-    };
+fn forwarded_keywords(def: &FunctionDef, keywords: &[Keyword]) -> Option<(String, Vec<Keyword>)> {
+    let param = def.keywords_param.clone()?;
     let taken = |k: &Keyword| {
         k.name
             .as_deref()
             .is_some_and(|n| def.params.iter().any(|p| !p.variadic && p.name == n))
     };
-    let rest = keywords.iter().filter(|k| !taken(k)).cloned().collect();
-    HashMap::from([(param.clone(), rest)])
+    Some((
+        param,
+        keywords.iter().filter(|k| !taken(k)).cloned().collect(),
+    ))
 }
 
 /// Does the parameter look like it takes a stream (by annotation or name)?
@@ -61,27 +61,19 @@ pub(super) fn stream_like(name: &str, annotation: &str) -> bool {
 }
 
 impl<'a> Lowerer<'a> {
-    /// The project function a call names, when it is worth lowering in place: defined in a
-    /// checked file, not a local name, with stream code of its own, not a generator, not already
-    /// being lowered (recursion) and within the caps.
-    pub(super) fn inline_target(&self, func: &Expr) -> Option<Resolved<'a>> {
-        let callee = self.project_callee(func)?;
-        // Small functions (getters and setters of a cached stream, wrappers of one call) are
-        // cheap to lower whatever they do; a larger one (with stream code: the index keeps no
-        // other) only where it makes the context of a `with` (a function returning
-        // `torch.cuda.stream(s)`). Larger helpers called elsewhere are summarized once instead
-        // (see `summaries`).
-        self.small_or_context(callee).then_some(callee)
-    }
-
-    /// Is the callee lowered in place (see [`Lowerer::inline_target`])?
-    pub(super) fn small_or_context(&self, callee: Resolved<'a>) -> bool {
+    /// Is a project function lowered in place at this call? Small functions (getters and
+    /// setters of a cached stream, wrappers of one call) are cheap to lower whatever they do; a
+    /// larger one (with stream code: the index keeps no other) only where it makes the context
+    /// of a `with` (a function returning `torch.cuda.stream(s)`). Larger helpers called
+    /// elsewhere are summarized once instead (see `summaries`).
+    pub(super) fn lowered_in_place(&self, callee: Resolved<'a>) -> bool {
         let size = (callee.def.span.end - callee.def.span.start) as usize;
         size <= SMALL_CALLEE_BYTES || self.entering_context
     }
 
-    /// The project function a call names: defined in a checked file, not a local name, not
-    /// already being lowered (recursion), within the depth cap.
+    /// The project function a call names: defined in a checked file, not a local name, not a
+    /// generator, within the size cap (the index keeps no other), not already being lowered
+    /// (recursion), within the depth cap.
     pub(super) fn project_callee(&self, func: &Expr) -> Option<Resolved<'a>> {
         if self.inline_stack.len() >= MAX_INLINE_DEPTH {
             return None;
@@ -224,19 +216,26 @@ impl<'a> Lowerer<'a> {
         self.jump(exit);
     }
 
-    /// The call's keywords with each `**name` the function itself received (see `forwarded`)
+    /// The call's keywords with the `**kwargs` the function itself received (see `forwarded`)
     /// written out.
     fn expand_forwarded(&self, keywords: &[Keyword]) -> Vec<Keyword> {
         let mut out = Vec::with_capacity(keywords.len());
         for k in keywords {
-            match (&k.name, &k.value) {
-                (None, Expr::Name { id, .. }) if self.forwarded.contains_key(id) => {
-                    out.extend(self.forwarded[id].iter().cloned());
-                }
-                _ => out.push(k.clone()),
+            match self.forwarded_by(k) {
+                Some(received) => out.extend(received.iter().cloned()),
+                None => out.push(k.clone()),
             }
         }
         out
+    }
+
+    /// What a `**name` keyword of a call passes on, when `name` is the `**kwargs` the function
+    /// received from a call lowered in place.
+    pub(super) fn forwarded_by(&self, keyword: &Keyword) -> Option<&[Keyword]> {
+        let (param, received) = self.forwarded.as_ref()?;
+        let splats_it = keyword.name.is_none()
+            && matches!(&keyword.value, Expr::Name { id, .. } if id == param);
+        splats_it.then_some(received.as_slice())
     }
 
     pub(super) fn inlining(&self) -> bool {

@@ -7,6 +7,7 @@ mod expressions;
 mod flags;
 pub(crate) mod inline;
 mod loops;
+mod object;
 mod statements;
 mod streams;
 mod summaries;
@@ -214,9 +215,9 @@ pub struct Lowerer<'a> {
     inline_stack: Vec<(usize, Span)>,
     /// Lowering a function to summarize it (see `Role::summarizing`).
     summarizing: bool,
-    /// In a callee lowered in place: the keywords its `**kwargs` parameter (by name) received
-    /// from the call, as the caller wrote them.
-    forwarded: HashMap<String, Vec<Keyword>>,
+    /// In a callee lowered in place: its `**kwargs` parameter's name, and the keywords it
+    /// received from the call, as the caller wrote them.
+    forwarded: Option<(String, Vec<Keyword>)>,
     /// What the innermost callee lowered in place returns, over the returns seen so far.
     inline_result: Option<Value>,
     /// The buffers of the function's own parameters (see [`Body::arguments`]).
@@ -292,7 +293,7 @@ impl<'a> Lowerer<'a> {
             entering_context: false,
             inline_stack: Vec::new(),
             summarizing: role.summarizing,
-            forwarded: HashMap::new(),
+            forwarded: None,
             inline_result: None,
             param_buffers: Vec::new(),
             global_streams: HashMap::new(),
@@ -328,67 +329,6 @@ impl<'a> Lowerer<'a> {
         entry_ops.extend(ordering);
         l.b.prepend_to_entry(entry_ops);
         l.b.finish()
-    }
-
-    /// By the contract at function boundaries, what a method leaves on its object must be
-    /// ready on the current stream when it returns (or be covered by an event it stores): the
-    /// next reader, in this or another method, uses it on its current stream. A method that
-    /// hands its work to the current stream (makes it wait on a stream or an event) is checked
-    /// at its end: attributes it wrote on another stream must be covered by that ordering,
-    /// unless another method of the class makes the current stream wait for that stream (a
-    /// prefetcher's `next()` waiting for what `preload()` staged). A method that leaves its
-    /// side-stream work unjoined on purpose (a bucket filled and reduced on its own stream) is
-    /// not judged here: its readers, wherever they are, are.
-    fn leave_attributes(&mut self, span: Span) {
-        let Some(class) = self.class else {
-            return;
-        };
-        let ambient = self.b.ambient();
-        let body = self.b.body();
-        let hands_to_current = body.ops.iter().any(|op| match op.kind {
-            OpKind::WaitStream { waiter, waitee } => waiter == ambient && waitee != ambient,
-            OpKind::WaitEvent { stream, .. } => stream == ambient,
-            _ => false,
-        });
-        if !hands_to_current {
-            return;
-        }
-        let mut left: Vec<BufferId> = self
-            .attribute_buffers
-            .values()
-            .copied()
-            .filter(|&buffer| {
-                let written_on = body.ops.iter().filter_map(|op| match op.kind {
-                    OpKind::Write { buffer: b, stream }
-                    | OpKind::Raw {
-                        buffer: b,
-                        stream,
-                        write: true,
-                    } if b == buffer => Some(stream),
-                    OpKind::Produce {
-                        buffer: b,
-                        stream,
-                        how,
-                    } if b == buffer && !matches!(how, Production::Entry | Production::Host) => {
-                        Some(stream)
-                    }
-                    _ => None,
-                });
-                let mut others = written_on.filter(|&s| s != ambient).peekable();
-                others.peek().is_some()
-                    && others.all(|s| !class.waited_elsewhere(&body.stream(s).expr, &self.method))
-            })
-            .collect();
-        left.sort_unstable();
-        for buffer in left {
-            self.b.push(
-                OpKind::Escape {
-                    buffer,
-                    kind: EscapeKind::LeftOnObject,
-                },
-                span,
-            );
-        }
     }
 
     fn bind_params(&mut self, def: &FunctionDef, is_method: bool) {
@@ -1026,24 +966,6 @@ fn root_name(expr: &Expr) -> Option<&str> {
         | Expr::Call { func: value, .. }
         | Expr::Subscript { value, .. } => root_name(value),
         _ => None,
-    }
-}
-
-impl Lowerer<'_> {
-    /// What a call gives for keyword `name`: written there, or forwarded through the `**kwargs`
-    /// a callee lowered in place received (`def to_host(t, **kw): ... copy_(t, **kw)` called
-    /// with `non_blocking=True`).
-    fn keyword_arg(&self, keywords: &[Keyword], name: &str) -> Option<Expr> {
-        if let Some(given) = Expr::keyword(keywords, name) {
-            return Some(given.clone());
-        }
-        keywords
-            .iter()
-            .filter(|k| k.name.is_none())
-            .find_map(|k| match &k.value {
-                Expr::Name { id, .. } => Expr::keyword(self.forwarded.get(id)?, name).cloned(),
-                _ => None,
-            })
     }
 }
 

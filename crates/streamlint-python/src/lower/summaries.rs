@@ -6,7 +6,7 @@
 //! judged there with the caller's waits. What else such a call does keeps the model of unknown
 //! code. A summary is made without other summaries inside it (so no cycle of calls can recur).
 
-use streamlint_graph::{Body, Effect, OpKind, Passed, StreamOrigin, Summary};
+use streamlint_graph::{Body, Passed, StreamOrigin, Summary};
 
 use super::inline::stream_like;
 use super::{Lowerer, Value};
@@ -15,20 +15,19 @@ use crate::project::Resolved;
 use crate::syntax::{Expr, FunctionDef, Keyword};
 
 impl<'a> Lowerer<'a> {
-    /// The summary of the project function a call names, when it is neither lowered in place
-    /// here nor does nothing a summary follows.
-    pub(super) fn callee_summary(&self, func: &Expr) -> Option<(Resolved<'a>, &'a Summary)> {
+    /// The summary of a project function not lowered in place at the call, when it does
+    /// something a summary follows.
+    pub(super) fn callee_summary(&self, callee: Resolved<'a>) -> Option<&'a Summary> {
         if self.summarizing {
             return None;
         }
-        let callee = self.project_callee(func)?;
         // A summary speaks of work on the streams a function is given: one given none has
         // nothing to say, and is not lowered for it.
         let takes_a_stream = callee.def.params.iter().any(|p| {
             let annotation = p.annotation.as_ref().and_then(Expr::dotted);
             stream_like(&p.name, annotation.as_deref().unwrap_or_default())
         });
-        if !takes_a_stream || self.small_or_context(callee) {
+        if !takes_a_stream {
             return None;
         }
         let project = self.cx.project;
@@ -37,7 +36,7 @@ impl<'a> Lowerer<'a> {
             .summary(&callee.def.name, || {
                 Some(summarize(project, callee, self.cx.deadline))
             })?;
-        (!summary.is_empty()).then_some((callee, summary))
+        (!summary.is_empty()).then_some(summary)
     }
 
     /// The summary's effects, at the call, on the caller's values: `vals` are the call's
@@ -70,21 +69,7 @@ impl<'a> Lowerer<'a> {
             })
             .collect();
         for effect in summary.effects(&passed) {
-            let kind = match effect {
-                Effect::Access {
-                    buffer,
-                    stream,
-                    write: false,
-                } => OpKind::Read { buffer, stream },
-                Effect::Access { buffer, stream, .. } => OpKind::Write { buffer, stream },
-                Effect::Event {
-                    event,
-                    stream,
-                    record: true,
-                } => OpKind::RecordEvent { event, stream },
-                Effect::Event { event, stream, .. } => OpKind::WaitEvent { event, stream },
-            };
-            self.b.push(kind, span);
+            self.b.push(effect.op(), span);
         }
     }
 }

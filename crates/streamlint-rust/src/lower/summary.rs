@@ -33,17 +33,8 @@ impl Lowerer<'_> {
                     stream,
                     write,
                 } => self.safe_access(buffer, stream, write, sp),
-                Effect::Event {
-                    event,
-                    stream,
-                    record,
-                } => {
-                    let kind = if record {
-                        OpKind::RecordEvent { event, stream }
-                    } else {
-                        OpKind::WaitEvent { event, stream }
-                    };
-                    self.b.push(kind, sp);
+                Effect::Event { .. } => {
+                    self.b.push(effect.op(), sp);
                 }
             }
         }

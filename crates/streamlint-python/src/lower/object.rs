@@ -1,0 +1,155 @@
+//! The object a method works on: what its attributes hold when the method is entered (from the
+//! class summary, which reads every method), and what the contract at function boundaries asks
+//! of those the method leaves behind.
+
+use super::*;
+
+impl<'a> Lowerer<'a> {
+    /// What `self.x` holds at entry, from the class summary.
+    pub(super) fn class_attribute(&mut self, dotted: &str, span: Span) -> Option<Value> {
+        let kind = self.class?.attrs.get(dotted)?.clone();
+        Some(match kind {
+            AttrKind::Stream | AttrKind::StreamCache => Value::Stream(self.named_stream(dotted)),
+            AttrKind::AmbientStream => Value::Stream(self.b.ambient()),
+            AttrKind::DeviceModule(module) => Value::Module(module),
+            AttrKind::Event => {
+                let e = self.attribute_event(dotted);
+                // Recorded by another method after what it stages: known as recorded at entry.
+                if let Some(stream) = self.class?.event_streams.get(dotted).cloned() {
+                    let s = self.named_stream(&stream);
+                    self.entry_ops.push((
+                        OpKind::RecordEvent {
+                            event: e,
+                            stream: s,
+                        },
+                        span,
+                    ));
+                }
+                Value::Event(e)
+            }
+            AttrKind::Host { pinned } => {
+                let memory = if pinned {
+                    Memory::PinnedHost
+                } else {
+                    Memory::PageableHost
+                };
+                let buf = self.attribute_buffer(dotted, memory);
+                let ambient = self.b.ambient();
+                self.entry_ops.push((
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: ambient,
+                        how: Production::Host,
+                    },
+                    span,
+                ));
+                Value::Tensors(vec![buf])
+            }
+            AttrKind::Tensor { stream, .. } if stream.is_empty() => {
+                let buf = self.attribute_buffer(dotted, Memory::Device);
+                let ambient = self.b.ambient();
+                self.entry_ops.push((
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: ambient,
+                        how: Production::Entry,
+                    },
+                    span,
+                ));
+                Value::Tensors(vec![buf])
+            }
+            AttrKind::Tensor { stream, transfer } => {
+                let s = self.named_stream(&stream);
+                let buf = self.attribute_buffer(dotted, Memory::Device);
+                let how = staged_production(transfer);
+                self.entry_ops.push((
+                    OpKind::Produce {
+                        buffer: buf,
+                        stream: s,
+                        how,
+                    },
+                    span,
+                ));
+                let class = self.class?;
+                let waits_here = class
+                    .methods
+                    .get(&self.method)
+                    .is_some_and(|m| m.orders(&stream));
+                if !waits_here && class.waited_elsewhere(&stream, &self.method) {
+                    // Another method orders the current stream after the producer; assume the
+                    // caller calls it first.
+                    let ambient = self.b.ambient();
+                    self.entry_ops.push((
+                        OpKind::WaitStream {
+                            waiter: ambient,
+                            waitee: s,
+                        },
+                        span,
+                    ));
+                }
+                Value::Tensors(vec![buf])
+            }
+        })
+    }
+
+    /// By the contract at function boundaries, what a method leaves on its object must be
+    /// ready on the current stream when it returns (or be covered by an event it stores): the
+    /// next reader, in this or another method, uses it on its current stream. A method that
+    /// hands its work to the current stream (makes it wait on a stream or an event) is checked
+    /// at its end: attributes it wrote on another stream must be covered by that ordering,
+    /// unless another method of the class makes the current stream wait for that stream (a
+    /// prefetcher's `next()` waiting for what `preload()` staged). A method that leaves its
+    /// side-stream work unjoined on purpose (a bucket filled and reduced on its own stream) is
+    /// not judged here: its readers, wherever they are, are.
+    pub(super) fn leave_attributes(&mut self, span: Span) {
+        let Some(class) = self.class else {
+            return;
+        };
+        let ambient = self.b.ambient();
+        let body = self.b.body();
+        let hands_to_current = body.ops.iter().any(|op| match op.kind {
+            OpKind::WaitStream { waiter, waitee } => waiter == ambient && waitee != ambient,
+            OpKind::WaitEvent { stream, .. } => stream == ambient,
+            _ => false,
+        });
+        if !hands_to_current {
+            return;
+        }
+        let mut left: Vec<BufferId> = self
+            .attribute_buffers
+            .values()
+            .copied()
+            .filter(|&buffer| {
+                let written_on = body.ops.iter().filter_map(|op| match op.kind {
+                    OpKind::Write { buffer: b, stream }
+                    | OpKind::Raw {
+                        buffer: b,
+                        stream,
+                        write: true,
+                    } if b == buffer => Some(stream),
+                    OpKind::Produce {
+                        buffer: b,
+                        stream,
+                        how,
+                    } if b == buffer && !matches!(how, Production::Entry | Production::Host) => {
+                        Some(stream)
+                    }
+                    _ => None,
+                });
+                let mut others = written_on.filter(|&s| s != ambient).peekable();
+                others.peek().is_some()
+                    && others.all(|s| !class.waited_elsewhere(&body.stream(s).expr, &self.method))
+            })
+            .collect();
+        left.sort_unstable();
+        for buffer in left {
+            self.b.push(
+                OpKind::Escape {
+                    buffer,
+                    kind: EscapeKind::LeftOnObject,
+                },
+                span,
+            );
+        }
+    }
+}
