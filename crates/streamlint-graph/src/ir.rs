@@ -18,6 +18,17 @@ impl Span {
     }
 }
 
+/// Replace `text` by spaces, its line breaks kept: code a frontend need not parse is blanked
+/// this way, so that every span and line of the rest of the file stays where it was.
+pub fn blank_keeping_lines(text: &mut [u8]) {
+    let mut from = 0;
+    while from < text.len() {
+        let at = memchr::memchr2(b'\n', b'\r', &text[from..]).map_or(text.len(), |i| from + i);
+        text[from..at].fill(b' ');
+        from = at + 1;
+    }
+}
+
 macro_rules! id_type {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*

@@ -8,6 +8,7 @@
 //! hazard (pending accesses, uses) are united (a hazard on any path is a hazard).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 
 use crate::access_set::AccessSet;
 use crate::ir::{Body, BufferId, EventId, OpId, OpKind, Owner, Production, StreamId};
@@ -52,6 +53,17 @@ pub struct BufferState {
     pub escaped: bool,
 }
 
+impl BufferState {
+    /// Does the meet with `other` leave this state as it is?
+    fn within(&self, other: &BufferState) -> bool {
+        self.writes.is_subset(&other.writes)
+            && self.reads.is_subset(&other.reads)
+            && self.uses.is_subset(&other.uses)
+            && self.recorded.is_subset(&other.recorded)
+            && (other.escaped || !self.escaped)
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct State {
     visible: BTreeMap<StreamId, AccessSet>,
@@ -60,7 +72,9 @@ pub struct State {
     host: AccessSet,
     handed_off: AccessSet,
     events: BTreeMap<EventId, EventState>,
-    buffers: BTreeMap<BufferId, BufferState>,
+    /// Shared between the states of consecutive program points until one of them changes it:
+    /// most operations touch one buffer, and a block starts from a copy of its predecessor's.
+    buffers: BTreeMap<BufferId, Rc<BufferState>>,
     /// Waits that ordered nothing (a stream waiting on itself), by waiting stream.
     noop_waits: BTreeMap<StreamId, OpId>,
     /// The latest wait each stream performed.
@@ -75,7 +89,7 @@ static EMPTY: AccessSet = AccessSet::new();
 
 impl State {
     pub fn buffer(&self, id: BufferId) -> Option<&BufferState> {
-        self.buffers.get(&id)
+        self.buffers.get(&id).map(Rc::as_ref)
     }
 
     pub fn event(&self, id: EventId) -> Option<&EventState> {
@@ -178,7 +192,7 @@ impl State {
 
     /// Buffers live here.
     pub fn live_buffers(&self) -> impl Iterator<Item = (BufferId, &BufferState)> {
-        self.buffers.iter().map(|(k, v)| (*k, v))
+        self.buffers.iter().map(|(k, v)| (*k, v.as_ref()))
     }
 
     /// Record a device access: a new instance of `access` on `stream`. Other streams' knowledge
@@ -202,7 +216,7 @@ impl State {
     /// (known as ordered where all of them were), because the next instance of `from` will
     /// perform the same ops again and must not be mistaken for this one.
     fn carry(&mut self, carry: OpId, from: BufferId, into: BufferId) {
-        let Some(mut b) = self.buffers.get(&from).cloned() else {
+        let Some(mut b) = self.buffers.get(&from).map(|b| BufferState::clone(b)) else {
             return;
         };
         let accesses: Vec<OpId> = b
@@ -230,7 +244,7 @@ impl State {
         b.reads = relabel(&b.reads);
         b.uses = relabel(&b.uses);
         b.produced_at = carry;
-        self.buffers.insert(into, b);
+        self.buffers.insert(into, Rc::new(b));
     }
 
     /// Apply one operation.
@@ -249,7 +263,7 @@ impl State {
                 };
                 self.buffers.insert(
                     buffer,
-                    BufferState {
+                    Rc::new(BufferState {
                         alloc_stream: stream,
                         produced_at: id,
                         how,
@@ -258,7 +272,7 @@ impl State {
                         uses: one,
                         recorded: BTreeSet::new(),
                         escaped: false,
-                    },
+                    }),
                 );
             }
             OpKind::Read { buffer, stream }
@@ -268,7 +282,7 @@ impl State {
                     return;
                 }
                 self.access(id, stream);
-                let b = self.buffers.get_mut(&buffer).expect("checked above");
+                let b = Rc::make_mut(self.buffers.get_mut(&buffer).expect("checked above"));
                 b.uses.retain(|(s, _)| *s != stream);
                 b.uses.insert((stream, id));
                 if matches!(
@@ -296,7 +310,9 @@ impl State {
             }
             OpKind::RecordStream { buffer, stream } => {
                 if let Some(b) = self.buffers.get_mut(&buffer) {
-                    b.recorded.insert(stream);
+                    if !b.recorded.contains(&stream) {
+                        Rc::make_mut(b).recorded.insert(stream);
+                    }
                 }
             }
             OpKind::WaitStream { waiter, waitee } => {
@@ -373,7 +389,9 @@ impl State {
             }
             OpKind::Escape { buffer, .. } => {
                 if let Some(b) = self.buffers.get_mut(&buffer) {
-                    b.escaped = true;
+                    if !b.escaped {
+                        Rc::make_mut(b).escaped = true;
+                    }
                 }
             }
             OpKind::HandOffEvent { event } => {
@@ -429,7 +447,9 @@ impl State {
         }
         for (id, theirs) in &other.buffers {
             match self.buffers.get_mut(id) {
+                Some(ours) if Rc::ptr_eq(ours, theirs) || theirs.within(ours) => {}
                 Some(ours) => {
+                    let ours = Rc::make_mut(ours);
                     ours.writes.extend(theirs.writes.iter().copied());
                     ours.reads.extend(theirs.reads.iter().copied());
                     ours.uses.extend(theirs.uses.iter().copied());

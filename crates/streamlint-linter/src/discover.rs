@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use crate::Settings;
 
-/// The files to check, and the given paths that do not exist.
+/// The files to check, sorted by path, and the given paths that do not exist.
 #[derive(Debug, Default)]
 pub struct Discovery {
     pub files: Vec<PathBuf>,
@@ -75,7 +75,64 @@ pub fn discover(paths: &[PathBuf], settings: &Settings) -> Discovery {
         out.files
             .extend(found.into_inner().unwrap_or_else(|e| e.into_inner()));
     }
-    out.files.sort();
+    // Sorted as paths compare, component by component, on a key made once per path: a
+    // component-wise comparison costs more than the rest of a run's single-threaded work.
+    out.files.sort_by_cached_key(|p| order_key(p));
     out.files.dedup();
     out
+}
+
+/// Bytes that compare as `path` does among paths: each component in turn, its kind first (a
+/// root before `.` before `..` before names, as `Component` orders them), then its name ended by
+/// a 0 byte, which sorts a name before every longer name it begins.
+fn order_key(path: &Path) -> Vec<u8> {
+    use std::path::Component;
+    let mut key = Vec::with_capacity(path.as_os_str().len() + 8);
+    for c in path.components() {
+        let kind = match c {
+            Component::Prefix(_) => 0,
+            Component::RootDir => 1,
+            Component::CurDir => 2,
+            Component::ParentDir => 3,
+            Component::Normal(_) => 4,
+        };
+        key.push(kind);
+        key.extend_from_slice(c.as_os_str().as_encoded_bytes());
+        key.push(0);
+    }
+    key
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_sort_as_their_paths_compare() {
+        let paths: Vec<PathBuf> = [
+            "pkg/a.py",
+            "pkg-extra/b.py",
+            "pkg.d/c.py",
+            "pkg/a/b.py",
+            "pkg/ab.py",
+            "pkg/a.pyi",
+            "/abs/x.py",
+            "./rel/y.py",
+            "../up/z.py",
+            "../-dash/z.py",
+            "../.hidden/z.py",
+            "pkg/é.py",
+            "pkg/e.py",
+            "a b/c.py",
+            "a/c.py",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        let mut by_path = paths.clone();
+        by_path.sort();
+        let mut by_key = paths;
+        by_key.sort_by_cached_key(|p| order_key(p));
+        assert_eq!(by_key, by_path);
+    }
 }

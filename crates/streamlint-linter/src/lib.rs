@@ -366,15 +366,14 @@ fn error_finding(settings: &Settings, message: String) -> Vec<Finding> {
 }
 
 /// Check every file in parallel, the Python files as one project (calls from one file into
-/// another see the callee); reports come back in path order.
+/// another see the callee); a report for each file, in the order of `files` (discovery's is
+/// sorted by path).
 pub fn check_files(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     let pool = rayon::ThreadPoolBuilder::new()
         .stack_size(WORKER_STACK)
         .build();
-    let mut reports = match pool {
+    match pool {
         Ok(pool) => pool.install(|| run::check_run(files, settings)),
         Err(_) => run::check_run(files, settings),
-    };
-    reports.sort_by(|a, b| a.path.cmp(&b.path));
-    reports
+    }
 }

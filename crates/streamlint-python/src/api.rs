@@ -3,7 +3,7 @@
 //! reads. Names are matched after import resolution (`import torch as th` makes `th.cuda.Stream`
 //! read as `torch.cuda.Stream`). Projects extend the model with their own names.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use crate::names::Imports;
 use crate::syntax::{Expr, Operator};
@@ -54,16 +54,16 @@ pub fn collective_tensor_args(qualified: &str) -> usize {
 #[derive(Clone, Debug)]
 pub struct ApiModel {
     /// Prefixes that denote a device module (`torch.cuda`, `get_accelerator()`, ...).
-    pub device_modules: HashSet<String>,
-    pub stream_factories: HashSet<String>,
-    pub stream_contexts: HashSet<String>,
-    pub current_stream: HashSet<String>,
-    pub record_stream_wrappers: HashSet<String>,
-    pub wait_stream_wrappers: HashSet<String>,
-    pub synchronize_functions: HashSet<String>,
+    pub device_modules: FxHashSet<String>,
+    pub stream_factories: FxHashSet<String>,
+    pub stream_contexts: FxHashSet<String>,
+    pub current_stream: FxHashSet<String>,
+    pub record_stream_wrappers: FxHashSet<String>,
+    pub wait_stream_wrappers: FxHashSet<String>,
+    pub synchronize_functions: FxHashSet<String>,
 }
 
-fn set(items: &[&str]) -> HashSet<String> {
+fn set(items: &[&str]) -> FxHashSet<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
 

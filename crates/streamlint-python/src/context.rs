@@ -2,7 +2,7 @@
 //! [`ModuleContext`] (switched when a call is lowered in place in another module) and the
 //! function's [`Role`] in its module.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use streamlint_graph::{Deadline, Span};
 
@@ -27,9 +27,9 @@ pub struct ModuleContext<'a> {
     pub deadline: Deadline,
     pub imports: &'a Imports,
     /// Functions defined at the top level of the module.
-    pub defined: &'a HashSet<String>,
+    pub defined: &'a FxHashSet<String>,
     /// Those of them that only forward to method calls, lowered at each call as those calls.
-    pub wrappers: &'a HashMap<String, Wrapper>,
+    pub wrappers: &'a FxHashMap<String, Wrapper>,
     /// Every module of the run, for calls into other modules.
     pub project: &'a Project<'a>,
     /// This module's place in the project.

@@ -1,7 +1,7 @@
 //! A module as a whole: its imports, its local functions, its classes' summaries, which code runs
 //! in data-loading workers, and one graph body per function, method and the top level.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use rayon::prelude::*;
 
@@ -22,9 +22,9 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     let constructions = if has_classes {
         constructions(stmts)
     } else {
-        Constructions::new()
+        Constructions::default()
     };
-    let mut classes = Classes::new();
+    let mut classes = Classes::default();
     summarize_classes(&cx, &constructions, stmts, &mut classes);
     let top = Scope {
         cx: &cx,
@@ -57,7 +57,7 @@ struct ClassInfo {
 }
 
 /// Every class of the module, by the class's place in the syntax tree.
-type Classes = HashMap<*const ClassDef, ClassInfo>;
+type Classes = FxHashMap<*const ClassDef, ClassInfo>;
 
 /// Summarize the classes in `stmts`, at any depth (once each: a class may have thousands of
 /// methods).
@@ -234,10 +234,10 @@ impl<'s> Scope<'s> {
 
 /// For each class name: the string literals each construction `Class(..)` in the module passes
 /// by keyword (`None` for a keyword given something else).
-type Constructions = HashMap<String, Vec<HashMap<String, Option<String>>>>;
+type Constructions = FxHashMap<String, Vec<FxHashMap<String, Option<String>>>>;
 
 fn constructions(module: &[Stmt]) -> Constructions {
-    let mut out = Constructions::new();
+    let mut out = Constructions::default();
     visit_calls(module, true, &mut |call| {
         let Expr::Call { func, keywords, .. } = call else {
             return;
@@ -273,7 +273,7 @@ fn constructor_strings(class: &ClassDef, constructions: &Constructions) -> Vec<(
     ) else {
         return Vec::new();
     };
-    let params: HashSet<&str> = init.params.iter().map(|p| p.name.as_str()).collect();
+    let params: FxHashSet<&str> = init.params.iter().map(|p| p.name.as_str()).collect();
     let mut out = Vec::new();
     for s in &init.body {
         let Stmt::Assign {
@@ -364,11 +364,11 @@ fn visit_try_finally(stmts: &[Stmt], f: &mut dyn FnMut(&[Stmt])) {
 /// functions of loaders with workers.
 #[derive(Default)]
 struct Workers {
-    classes: HashSet<String>,
+    classes: FxHashSet<String>,
     /// Function name → why it runs in a worker.
-    functions: HashMap<String, String>,
+    functions: FxHashMap<String, String>,
     /// Method name → why it runs in a worker (`collate_fn=self.collate`).
-    methods: HashMap<String, String>,
+    methods: FxHashMap<String, String>,
 }
 
 impl Workers {
@@ -385,7 +385,7 @@ impl Workers {
             .collect();
         let instances = instances_of(stmts);
         // Per dataset class: does any loader use it with workers? `None`: no loader seen.
-        let mut with_workers: HashMap<String, bool> = HashMap::new();
+        let mut with_workers: FxHashMap<String, bool> = FxHashMap::default();
         let mut out = Workers::default();
         visit_calls(stmts, true, &mut |call| {
             let Expr::Call {
@@ -469,8 +469,8 @@ fn has_workers(keywords: &[Keyword]) -> bool {
 }
 
 /// Names bound to a DataLoader made with worker processes, anywhere in the module.
-fn loaders_with_workers(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> HashSet<String> {
-    let mut out = HashSet::new();
+fn loaders_with_workers(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> FxHashSet<String> {
+    let mut out = FxHashSet::default();
     visit_assignments(stmts, &mut |target, value| {
         let (Expr::Name { id, .. }, Expr::Call { func, keywords, .. }) = (target, value) else {
             return;
@@ -510,8 +510,8 @@ fn is_dataset_base(base: &Expr) -> bool {
 }
 
 /// `name = SomeClass(...)` bindings anywhere in the module.
-fn instances_of(stmts: &[Stmt]) -> HashMap<String, String> {
-    let mut out = HashMap::new();
+fn instances_of(stmts: &[Stmt]) -> FxHashMap<String, String> {
+    let mut out = FxHashMap::default();
     for s in stmts {
         match s {
             Stmt::Assign {
@@ -540,7 +540,7 @@ fn instances_of(stmts: &[Stmt]) -> HashMap<String, String> {
 }
 
 /// The dataset class a loader's first argument is an instance of.
-fn dataset_class(expr: &Expr, instances: &HashMap<String, String>) -> Option<String> {
+fn dataset_class(expr: &Expr, instances: &FxHashMap<String, String>) -> Option<String> {
     match expr {
         Expr::Call { func, .. } => match func.as_ref() {
             Expr::Name { id, .. } => Some(id.clone()),

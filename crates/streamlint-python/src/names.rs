@@ -1,13 +1,13 @@
 //! Import resolution: what a dotted name in this module refers to.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use crate::syntax::{Expr, Stmt};
 
 /// Names bound by the module's imports, mapped to what they import.
 #[derive(Clone, Debug, Default)]
 pub struct Imports {
-    bound: HashMap<String, String>,
+    bound: FxHashMap<String, String>,
     /// Modules imported with `from m import *`: a name no import binds may come from them.
     stars: Vec<String>,
 }
@@ -113,15 +113,34 @@ impl Imports {
     /// the chain keep their parentheses: `get_accelerator().Stream` →
     /// `deepspeed.accelerator.get_accelerator().Stream`.
     pub fn qualify(&self, expr: &Expr) -> Option<String> {
+        let mut out = String::new();
+        self.push_qualified(expr, &mut out).then_some(out)
+    }
+
+    /// Append the qualified name of `expr` to `out` (one string for the whole chain); false,
+    /// with `out` left part-written, if it has none.
+    fn push_qualified(&self, expr: &Expr, out: &mut String) -> bool {
         match expr {
             Expr::Name { id, .. } => {
-                Some(self.bound.get(id).cloned().unwrap_or_else(|| id.clone()))
+                out.push_str(self.bound.get(id).unwrap_or(id));
+                true
             }
             Expr::Attribute { value, attr, .. } => {
-                self.qualify(value).map(|v| format!("{v}.{attr}"))
+                if !self.push_qualified(value, out) {
+                    return false;
+                }
+                out.push('.');
+                out.push_str(attr);
+                true
             }
-            Expr::Call { func, .. } => self.qualify(func).map(|f| format!("{f}()")),
-            _ => None,
+            Expr::Call { func, .. } => {
+                if !self.push_qualified(func, out) {
+                    return false;
+                }
+                out.push_str("()");
+                true
+            }
+            _ => false,
         }
     }
 }

@@ -92,7 +92,7 @@ impl Convert<'_> {
             .chain(&args.args)
             .chain(&args.kwonlyargs)
             .map(|a| Param {
-                name: a.parameter.name.to_string(),
+                name: a.parameter.name.as_str().to_owned(),
                 variadic: false,
                 default: self.optional(a.default.as_deref()),
                 annotation: self.optional(a.parameter.annotation.as_deref()),
@@ -102,7 +102,7 @@ impl Convert<'_> {
         // `*args` and `**kwargs` hold a tuple and a dict whatever their annotation says; their
         // span starts at the name, after the stars.
         params.extend(args.vararg.iter().chain(&args.kwarg).map(|a| Param {
-            name: a.name.to_string(),
+            name: a.name.as_str().to_owned(),
             variadic: true,
             default: None,
             annotation: None,
@@ -115,10 +115,10 @@ impl Convert<'_> {
             .first()
             .map_or(end, |s| self.base + self.stmt_start(s).to_u32());
         FunctionDef {
-            name: f.name.to_string(),
+            name: f.name.as_str().to_owned(),
             params,
             positional,
-            keywords_param: args.kwarg.as_ref().map(|a| a.name.to_string()),
+            keywords_param: args.kwarg.as_ref().map(|a| a.name.as_str().to_owned()),
             decorators: f
                 .decorator_list
                 .iter()
@@ -220,7 +220,7 @@ impl Convert<'_> {
         match s {
             S::FunctionDef(f) => Stmt::Def(self.function(f)),
             S::ClassDef(c) => Stmt::Class(ClassDef {
-                name: c.name.to_string(),
+                name: c.name.as_str().to_owned(),
                 bases: c
                     .arguments
                     .as_deref()
@@ -294,7 +294,10 @@ impl Convert<'_> {
                 module: format!(
                     "{}{}",
                     ".".repeat(i.level as usize),
-                    i.module.as_ref().map(|m| m.to_string()).unwrap_or_default()
+                    i.module
+                        .as_ref()
+                        .map(|m| m.as_str().to_owned())
+                        .unwrap_or_default()
                 ),
                 names: aliases(&i.names),
             },
@@ -368,8 +371,8 @@ impl Convert<'_> {
     #[inline(never)]
     fn string_value(&self, s: &ast::ExprStringLiteral) -> String {
         match self.reread(s.range) {
-            Some(ast::Expr::StringLiteral(r)) => r.value.to_str().to_string(),
-            _ => s.value.to_str().to_string(),
+            Some(ast::Expr::StringLiteral(r)) => r.value.to_str().to_owned(),
+            _ => s.value.to_str().to_owned(),
         }
     }
 
@@ -417,12 +420,12 @@ impl Convert<'_> {
         let opaque = |parts| Expr::Opaque { parts, span: sp };
         match e {
             E::Name(n) => Expr::Name {
-                id: n.id.to_string(),
+                id: n.id.as_str().to_owned(),
                 span: sp,
             },
             E::Attribute(a) => Expr::Attribute {
                 value: self.boxed(&a.value),
-                attr: a.attr.to_string(),
+                attr: a.attr.as_str().to_owned(),
                 span: sp,
             },
             E::Call(c) => Expr::Call {
@@ -433,7 +436,7 @@ impl Convert<'_> {
                     .keywords
                     .iter()
                     .map(|k| Keyword {
-                        name: k.arg.as_ref().map(|a| a.to_string()),
+                        name: k.arg.as_ref().map(|a| a.as_str().to_owned()),
                         value: self.expr(&k.value),
                     })
                     .collect(),
@@ -611,7 +614,12 @@ impl Joined {
 fn aliases(names: &[ast::Alias]) -> Vec<(String, Option<String>)> {
     names
         .iter()
-        .map(|a| (a.name.to_string(), a.asname.as_ref().map(|n| n.to_string())))
+        .map(|a| {
+            (
+                a.name.as_str().to_owned(),
+                a.asname.as_ref().map(|n| n.as_str().to_owned()),
+            )
+        })
         .collect()
 }
 

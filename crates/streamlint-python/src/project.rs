@@ -4,7 +4,7 @@
 //! `from .. import` (relative ones too) and package re-exports. Calls that leave the checked
 //! files resolve to nothing and keep the default model of unknown code.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
@@ -39,11 +39,11 @@ pub struct ModuleIndex {
     pub name: String,
     pub imports: Imports,
     /// Every function defined at the top level of the module.
-    pub defined: HashSet<String>,
+    pub defined: FxHashSet<String>,
     /// Those of them that may be lowered in place at a call (see `lower::inline`).
-    functions: HashMap<String, Candidate>,
+    functions: FxHashMap<String, Candidate>,
     /// Names the module binds at its top level (its globals).
-    pub globals: HashSet<String>,
+    pub globals: FxHashSet<String>,
     /// Top-level functions and classes the module's analysis never reads (see [`inert_blocks`]):
     /// they are blanked out before the module is parsed.
     inert: Vec<(u32, u32)>,
@@ -113,10 +113,7 @@ impl ModuleIndex {
         if !self.inert.is_empty() {
             let mut bytes = source.as_bytes().to_vec();
             for &(start, end) in &self.inert {
-                bytes[start as usize..end as usize]
-                    .iter_mut()
-                    .filter(|b| !matches!(b, b'\n' | b'\r'))
-                    .for_each(|b| *b = b' ');
+                streamlint_graph::blank_keeping_lines(&mut bytes[start as usize..end as usize]);
             }
             // Only whole characters were replaced, by ASCII spaces: still UTF-8.
             let masked = String::from_utf8(bytes).expect("blanking keeps UTF-8");
@@ -135,7 +132,7 @@ impl ModuleIndex {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         self.name.hash(&mut hasher);
         self.imports.hash_sorted(&mut hasher);
-        fn sorted(set: &HashSet<String>) -> Vec<&String> {
+        fn sorted(set: &FxHashSet<String>) -> Vec<&String> {
             let mut names: Vec<&String> = set.iter().collect();
             names.sort_unstable();
             names
@@ -247,7 +244,7 @@ fn inert_blocks(source: &str, blocks: &[Block], marks: &Found) -> Vec<(u32, u32)
             within(&marks.stream_code, start, end) || within(&marks.pinned, start, end)
         })
         .collect();
-    let kept_classes: HashSet<&str> = blocks
+    let kept_classes: FxHashSet<&str> = blocks
         .iter()
         .zip(&kept)
         .filter(|(b, &kept)| b.is_class && kept)
@@ -376,28 +373,28 @@ fn may_lower_in_place(len: usize, generator: bool, stream_code: bool) -> bool {
 /// files) share it.
 pub struct Names {
     /// Packages whose `__init__.py` was not parsed, by dotted name.
-    packages: HashMap<String, Package>,
+    packages: FxHashMap<String, Package>,
     /// The packages under every dotted suffix of their names (see `dotted_suffixes`).
-    package_suffixes: HashMap<String, Vec<String>>,
+    package_suffixes: FxHashMap<String, Vec<String>>,
     /// The name of every top-level function of the parsed modules: most calls name none of
     /// them, and are turned away without resolving their modules. (So a package that
     /// re-exports a function under another name, `from .impl import f as g`, is not followed.)
-    function_names: HashSet<String>,
+    function_names: FxHashSet<String>,
     /// Each module under every dotted suffix of its name (see `dotted_suffixes`).
-    by_suffix: HashMap<String, Vec<usize>>,
+    by_suffix: FxHashMap<String, Vec<usize>>,
 }
 
 impl Names {
     /// The names of these modules (by position), and of the packages whose `__init__.py` was
     /// left unparsed: (dotted name, path), read only if a call resolves through them.
     pub fn new(modules: &[Arc<ModuleIndex>], packages: Vec<(String, PathBuf)>) -> Names {
-        let mut by_suffix: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_suffix: FxHashMap<String, Vec<usize>> = FxHashMap::default();
         for (i, m) in modules.iter().enumerate() {
             for suffix in dotted_suffixes(&m.name) {
                 by_suffix.entry(suffix).or_default().push(i);
             }
         }
-        let packages: HashMap<String, Package> = packages
+        let packages: FxHashMap<String, Package> = packages
             .into_iter()
             .map(|(name, path)| {
                 let name = package_of_init(&name).unwrap_or(&name).to_string();
@@ -408,7 +405,7 @@ impl Names {
                 (name, package)
             })
             .collect();
-        let mut package_suffixes: HashMap<String, Vec<String>> = HashMap::new();
+        let mut package_suffixes: FxHashMap<String, Vec<String>> = FxHashMap::default();
         for name in packages.keys() {
             for suffix in dotted_suffixes(name) {
                 package_suffixes
@@ -447,7 +444,7 @@ pub struct Project<'a> {
     pub(crate) prefilter: Prefilter,
     /// The forwarding wrappers of a module whose functions are lowered in place elsewhere: none
     /// (its forwarders are small, and are lowered in place themselves).
-    pub(crate) no_wrappers: HashMap<String, Wrapper>,
+    pub(crate) no_wrappers: FxHashMap<String, Wrapper>,
 }
 
 impl<'a> Project<'a> {
@@ -477,7 +474,7 @@ impl<'a> Project<'a> {
             names,
             api,
             prefilter: prefilter.clone(),
-            no_wrappers: HashMap::new(),
+            no_wrappers: FxHashMap::default(),
         }
     }
 

@@ -2,7 +2,7 @@
 //! method does to the object's streams. A class is one unit of analysis: a tensor staged on a side
 //! stream in `preload()` and handed out in `next()` is the same value.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::api::{ApiCall, ApiModel};
 use crate::names::Imports;
@@ -55,10 +55,10 @@ pub struct MethodSummary {
     /// Attributes the method assigns, with what they hold.
     pub assigns: Vec<(String, AttrKind)>,
     /// Stream attributes the method makes the current stream wait on.
-    pub waits_on: HashSet<String>,
+    pub waits_on: FxHashSet<String>,
     /// Stream attributes the method waits for on the host (directly, or through an event
     /// attribute recorded on the stream).
-    pub syncs: HashSet<String>,
+    pub syncs: FxHashSet<String>,
     /// The method stores an argument on the object (`self.cache[key] = value`,
     /// `self.pending.append(value)`): what a caller passes it lives on there.
     pub keeps_arguments: bool,
@@ -73,17 +73,17 @@ impl MethodSummary {
 
 #[derive(Clone, Debug, Default)]
 pub struct ClassSummary {
-    pub attrs: HashMap<String, AttrKind>,
+    pub attrs: FxHashMap<String, AttrKind>,
     /// Event attributes and the stream attribute each is recorded on.
-    pub event_streams: HashMap<String, String>,
-    pub methods: HashMap<String, MethodSummary>,
+    pub event_streams: FxHashMap<String, String>,
+    pub methods: FxHashMap<String, MethodSummary>,
 }
 
 impl ClassSummary {
     pub fn build(body: &[Stmt], api: &ApiModel, imports: &Imports) -> ClassSummary {
         let mut summary = ClassSummary::default();
-        let mut recorded_on = HashMap::new();
-        let methods: HashSet<String> = body
+        let mut recorded_on = FxHashMap::default();
+        let methods: FxHashSet<String> = body
             .iter()
             .filter_map(|s| match s {
                 Stmt::Def(f) => Some(f.name.clone()),
@@ -128,7 +128,7 @@ impl ClassSummary {
     }
 
     /// Resolve host syncs of event attributes to the streams the events are recorded on.
-    fn resolve_event_syncs(&mut self, recorded_on: &HashMap<String, String>) {
+    fn resolve_event_syncs(&mut self, recorded_on: &FxHashMap<String, String>) {
         for m in self.methods.values_mut() {
             let streams: Vec<String> = m
                 .syncs
@@ -147,9 +147,9 @@ struct Scan<'a> {
     with_streams: Vec<String>,
     method: MethodSummary,
     /// Event attributes and the stream attribute they are recorded on, across the class.
-    recorded_on: &'a mut HashMap<String, String>,
+    recorded_on: &'a mut FxHashMap<String, String>,
     /// The class's own methods: what they return is not known to be a tensor.
-    methods: &'a HashSet<String>,
+    methods: &'a FxHashSet<String>,
 }
 
 impl Scan<'_> {

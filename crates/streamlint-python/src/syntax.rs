@@ -278,11 +278,29 @@ impl Expr {
     }
 
     /// `a.b.c` as a dotted string when the expression is a plain name chain.
+    /// `a.b.c` for a name or a chain of attributes on one.
     pub fn dotted(&self) -> Option<String> {
+        let mut out = String::new();
+        self.push_dotted(&mut out).then_some(out)
+    }
+
+    /// Append the dotted name to `out` (one string for the whole chain: this is asked of most
+    /// expressions a body has); false, with `out` left part-written, if there is none.
+    fn push_dotted(&self, out: &mut String) -> bool {
         match self {
-            Expr::Name { id, .. } => Some(id.clone()),
-            Expr::Attribute { value, attr, .. } => value.dotted().map(|v| format!("{v}.{attr}")),
-            _ => None,
+            Expr::Name { id, .. } => {
+                out.push_str(id);
+                true
+            }
+            Expr::Attribute { value, attr, .. } => {
+                if !value.push_dotted(out) {
+                    return false;
+                }
+                out.push('.');
+                out.push_str(attr);
+                true
+            }
+            _ => false,
         }
     }
 

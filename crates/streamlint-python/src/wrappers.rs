@@ -4,7 +4,7 @@
 //! event records and waits this way; a call of such a function is lowered as the calls it
 //! forwards to, written at the call site, so the wait it hides is seen where it happens.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use streamlint_graph::Span;
 
@@ -52,7 +52,7 @@ pub struct Wrapper {
 }
 
 /// The forwarding functions defined at the top level of a module, by name.
-pub fn find(module: &[Stmt]) -> HashMap<String, Wrapper> {
+pub fn find(module: &[Stmt]) -> FxHashMap<String, Wrapper> {
     module
         .iter()
         .filter_map(|s| match s {

@@ -15,7 +15,7 @@ mod temporary;
 mod transfer;
 mod worker;
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use streamlint_graph::{
     Analysis, Body, BufferId, BufferState, Op, OpId, OpKind, Production, Recorded, Span, State,
@@ -79,7 +79,7 @@ pub struct Context<'b> {
     analysis: &'b Analysis<'b>,
     findings: Vec<Finding>,
     /// (code, subject) pairs already reported: one finding per root cause.
-    reported: HashSet<(&'static str, Subject)>,
+    reported: FxHashSet<(&'static str, Subject)>,
 }
 
 impl<'b> Context<'b> {
@@ -358,7 +358,7 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
         body,
         analysis: &analysis,
         findings: Vec::new(),
-        reported: HashSet::new(),
+        reported: FxHashSet::default(),
     };
     analysis.walk(|id, op, state| {
         for rule in &rules {

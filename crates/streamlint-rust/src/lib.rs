@@ -5,8 +5,9 @@
 
 mod lower;
 mod model;
+mod skim;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use lower::{FileContext, Summary};
 pub use model::may_contain_gpu_code;
@@ -24,7 +25,13 @@ pub struct ParseError {
 
 /// Parse `source` and lower every function and method.
 pub fn lower_source(source: &str, deadline: Deadline) -> Result<Vec<Body>, ParseError> {
-    let parsed = syn::parse_file(source);
+    // Bodies without GPU work are not parsed; should the scan that found them have misread
+    // the text, the text is parsed whole, so that an error is always the file's own.
+    let skimmed = skim::without_inert_bodies(source);
+    let parsed = match syn::parse_file(&skimmed) {
+        Err(_) if matches!(skimmed, std::borrow::Cow::Owned(_)) => syn::parse_file(source),
+        parsed => parsed,
+    };
     let result = match parsed {
         Ok(file) => Ok(lower_file(&file, source, deadline)),
         Err(e) => Err(ParseError {
@@ -52,14 +59,14 @@ fn lower_file(file: &syn::File, source: &str, deadline: Deadline) -> Vec<Body> {
     let mut first = Functions {
         source,
         structs: &structs.fields,
-        summaries: HashMap::new(),
+        summaries: FxHashMap::default(),
         bodies: Vec::new(),
         earlier: Vec::new().into_iter(),
-        found: HashMap::new(),
+        found: FxHashMap::default(),
         deadline,
     };
     first.visit_file(file);
-    let found: HashMap<String, Summary> = first
+    let found: FxHashMap<String, Summary> = first
         .found
         .into_iter()
         .filter(|(_, s)| !s.is_empty())
@@ -73,7 +80,7 @@ fn lower_file(file: &syn::File, source: &str, deadline: Deadline) -> Vec<Body> {
         summaries: found,
         bodies: Vec::new(),
         earlier: first.bodies.into_iter(),
-        found: HashMap::new(),
+        found: FxHashMap::default(),
         deadline,
     };
     second.visit_file(file);
@@ -83,7 +90,7 @@ fn lower_file(file: &syn::File, source: &str, deadline: Deadline) -> Vec<Body> {
 /// The typed fields of every struct of the file, by struct name.
 #[derive(Default)]
 struct StructFields {
-    fields: HashMap<String, Vec<(String, TypeKind)>>,
+    fields: FxHashMap<String, Vec<(String, TypeKind)>>,
 }
 
 impl<'ast> Visit<'ast> for StructFields {
@@ -101,13 +108,13 @@ impl<'ast> Visit<'ast> for StructFields {
 struct Functions<'s> {
     /// The file's text.
     source: &'s str,
-    structs: &'s HashMap<String, Vec<(String, TypeKind)>>,
-    summaries: HashMap<String, Summary>,
+    structs: &'s FxHashMap<String, Vec<(String, TypeKind)>>,
+    summaries: FxHashMap<String, Summary>,
     bodies: Vec<Body>,
     /// The bodies of a first lowering without summaries, in the order functions are visited.
     earlier: std::vec::IntoIter<Body>,
     /// Summaries of the free functions lowered.
-    found: HashMap<String, Summary>,
+    found: FxHashMap<String, Summary>,
     deadline: Deadline,
 }
 
@@ -205,7 +212,9 @@ mod tests {
 
     #[test]
     fn functions_methods_and_nested_functions_are_bodies() {
-        let src = "fn a() { fn inner() {} }\nstruct S;\nimpl S { fn m(&self) {} }\ntrait T { fn d(&self) {} }\n";
+        let src = "fn a(s: &CudaStream) { fn inner(s: &CudaStream) {} }\nstruct S;\n\
+                   impl S { fn m(&self, s: &CudaStream) {} }\n\
+                   trait T { fn d(&self, s: &CudaStream) {} }\n";
         let names: Vec<String> = lower_source(src, Deadline::NONE)
             .unwrap()
             .into_iter()
@@ -216,7 +225,20 @@ mod tests {
 
     #[test]
     fn syntax_errors_have_an_offset() {
-        let err = lower_source("fn a() {\n  let x = ;\n}\n", Deadline::NONE).unwrap_err();
-        assert!(err.offset >= 10, "{err:?}");
+        let src = "fn a(s: &CudaStream) {\n  let x = ;\n}\n";
+        let err = lower_source(src, Deadline::NONE).unwrap_err();
+        assert!(err.offset >= 24, "{err:?}");
+    }
+
+    #[test]
+    fn functions_without_gpu_work_are_not_parsed() {
+        // Not even for their syntax errors: nothing in them is analysed.
+        let src = "fn a() {\n  let x = ;\n}\nfn b(s: &CudaStream) { s.synchronize(); }\n";
+        let names: Vec<String> = lower_source(src, Deadline::NONE)
+            .unwrap()
+            .into_iter()
+            .map(|b| b.name)
+            .collect();
+        assert_eq!(names, ["a", "b"]);
     }
 }

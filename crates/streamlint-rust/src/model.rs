@@ -1,6 +1,10 @@
 //! The cudarc and cust API model: which methods make streams, slices, events and host buffers,
 //! which enqueue work, and what types of annotations denote.
 
+use std::sync::OnceLock;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+
 /// What a type annotation says a value is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum TypeKind {
@@ -13,6 +17,24 @@ pub enum TypeKind {
     PinnedHost,
     Event,
 }
+
+/// The GPU types, by the last segment of their path.
+const GPU_TYPES: &[(&str, TypeKind)] = &[
+    ("CudaContext", TypeKind::Context),
+    ("Context", TypeKind::Context),
+    ("CudaStream", TypeKind::Stream),
+    ("Stream", TypeKind::Stream),
+    ("CudaSlice", TypeKind::TrackedSlice),
+    ("CudaView", TypeKind::TrackedSlice),
+    ("CudaViewMut", TypeKind::TrackedSlice),
+    ("DeviceBuffer", TypeKind::UntrackedBuffer),
+    ("DeviceSlice", TypeKind::UntrackedBuffer),
+    ("DeviceBox", TypeKind::UntrackedBuffer),
+    ("PinnedHostSlice", TypeKind::PinnedHost),
+    ("LockedBuffer", TypeKind::PinnedHost),
+    ("CudaEvent", TypeKind::Event),
+    ("Event", TypeKind::Event),
+];
 
 /// Classify a type by the last segment of its path (through references, `Arc`, `Option`).
 pub fn type_kind(ty: &syn::Type) -> Option<TypeKind> {
@@ -30,13 +52,10 @@ pub fn type_kind(ty: &syn::Type) -> Option<TypeKind> {
                     }),
                     _ => None,
                 },
-                "CudaContext" | "Context" => Some(TypeKind::Context),
-                "CudaStream" | "Stream" => Some(TypeKind::Stream),
-                "CudaSlice" | "CudaView" | "CudaViewMut" => Some(TypeKind::TrackedSlice),
-                "DeviceBuffer" | "DeviceSlice" | "DeviceBox" => Some(TypeKind::UntrackedBuffer),
-                "PinnedHostSlice" | "LockedBuffer" => Some(TypeKind::PinnedHost),
-                "CudaEvent" | "Event" => Some(TypeKind::Event),
-                _ => None,
+                other => GPU_TYPES
+                    .iter()
+                    .find(|(spelled, _)| *spelled == other)
+                    .map(|&(_, kind)| kind),
             }
         }
         _ => None,
@@ -55,6 +74,34 @@ pub const BORROWED_STREAMS: &[&str] = &[
     "stream",
 ];
 
+/// Methods the lowering knows on any receiver, beyond the stream factories.
+const METHODS_ON_ANY_RECEIVER: &[&str] = &[
+    "default_stream",
+    "alloc_pinned",
+    "alloc_pinned_with_flags",
+    "new_event",
+    "disable_event_tracking",
+    "enable_event_tracking",
+    "device_ptr",
+    "device_ptr_mut",
+    "view_ptr",
+    "view_ptr_mut",
+];
+
+/// The names from which the lowering makes a GPU value, or does GPU work, with no GPU value at
+/// hand: the GPU types (annotations, constructors), the methods it knows on any receiver, and
+/// `launch!`. Code that names none of them (nor a GPU-typed field, nor a function that does GPU
+/// work) has nothing for the model to act on (see `skim`).
+pub fn names_that_start_gpu_work() -> impl Iterator<Item = &'static str> {
+    GPU_TYPES
+        .iter()
+        .map(|&(t, _)| t)
+        .chain(OWNED_STREAM_FACTORIES.iter().copied())
+        .chain(BORROWED_STREAMS.iter().copied())
+        .chain(METHODS_ON_ANY_RECEIVER.iter().copied())
+        .chain(["launch"])
+}
+
 /// Words without which a file cannot hold code the Rust model looks at. They count only as whole
 /// identifiers: generated bindings name thousands of things `...CudaStreamA` or `custom_...`.
 const WORDS: &[&str] = &[
@@ -70,17 +117,23 @@ const WORDS: &[&str] = &[
 ];
 
 /// Does `source` mention anything the Rust model acts on, in code? A word in a line comment (a
-/// doc example's `use cust::prelude::*;`) is no code of this file.
+/// doc example's `use cust::prelude::*;`) is no code of this file. All words are looked for in
+/// one pass: most files of a crate are read only to be turned away.
 pub fn may_contain_gpu_code(source: &[u8]) -> bool {
+    static SCAN: OnceLock<AhoCorasick> = OnceLock::new();
+    let scan = SCAN.get_or_init(|| {
+        AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
+            .build(WORDS)
+            .expect("a few short words always make an automaton")
+    });
     let ident = |b: Option<&u8>| b.is_some_and(|&b| b == b'_' || b.is_ascii_alphanumeric());
-    WORDS.iter().any(|w| {
+    scan.find_iter(source).any(|m| {
+        let w = WORDS[m.pattern().as_usize()];
         let open_end = w.ends_with(|c: char| c == '_' || c.is_ascii_alphanumeric());
-        memchr::memmem::find_iter(source, w.as_bytes()).any(|at| {
-            let before = at.checked_sub(1).and_then(|i| source.get(i));
-            let after = source.get(at + w.len());
-            let ends_there = !open_end || !ident(after);
-            !ident(before) && ends_there && !in_line_comment(source, at)
-        })
+        let before = m.start().checked_sub(1).and_then(|i| source.get(i));
+        let ends_there = !open_end || !ident(source.get(m.end()));
+        !ident(before) && ends_there && !in_line_comment(source, m.start())
     })
 }
 

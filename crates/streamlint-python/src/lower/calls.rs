@@ -51,7 +51,7 @@ impl<'a> Lowerer<'a> {
                 .and_then(|q| self.cx.api.classify(&q).map(|c| (c, q))),
         };
         if let Some((call, qualified)) = api {
-            if !(matches!(func, Expr::Name { id, .. } if self.env.contains_key(id))) {
+            if !(matches!(func, Expr::Name { id, .. } if self.env.contains_key(id.as_str()))) {
                 return self.api_call(call, &qualified, args, keywords, span);
             }
         }
@@ -82,7 +82,7 @@ impl<'a> Lowerer<'a> {
                 let recv = self.duck_type(recv, receiver, attr, args, keywords.len());
                 self.method_call(recv, receiver, attr, args, keywords, span)
             }
-            Expr::Name { id, .. } if !self.env.contains_key(id) => {
+            Expr::Name { id, .. } if !self.env.contains_key(id.as_str()) => {
                 let vals = self.eval_args(args, keywords);
                 if let Some((callee, summary)) = summarized {
                     self.apply_callee_summary(callee.def, summary, (args, keywords), &vals, span);
@@ -231,7 +231,7 @@ impl<'a> Lowerer<'a> {
         for (attr, kind) in summary.assigns.clone() {
             if let AttrKind::Tensor { stream, transfer } = kind {
                 if stream.is_empty() {
-                    self.env.remove(&attr);
+                    self.env.remove(attr.as_str());
                     continue;
                 }
                 let s = self.named_stream(&stream);
@@ -247,7 +247,7 @@ impl<'a> Lowerer<'a> {
                 );
                 self.bind(attr, Value::Tensors(vec![buf]));
             } else {
-                self.env.remove(&attr);
+                self.env.remove(attr.as_str());
             }
         }
         let inputs = self.tensor_buffers(&vals);
@@ -456,7 +456,7 @@ impl<'a> Lowerer<'a> {
     /// Where a device argument (`"cuda:0"`, `torch.device("cpu")`, `device`, a dtype) points.
     pub(super) fn target_of(&mut self, expr: &Expr) -> Target {
         // `"cuda:0"`, and f-strings such as `f"cuda:{rank}"` by their leading text.
-        let bound = expr.dotted().and_then(|d| match self.env.get(&d) {
+        let bound = expr.dotted().and_then(|d| match self.env.get(d.as_str()) {
             Some(Value::Text(t)) => Some(t.clone()),
             _ => None,
         });
@@ -494,7 +494,7 @@ impl<'a> Lowerer<'a> {
                 return Target::Device;
             }
         }
-        match self.env.get(&expr.dotted().unwrap_or_default()) {
+        match self.env.get(expr.dotted().unwrap_or_default().as_str()) {
             Some(Value::Tensors(_)) => Target::Device,
             _ => Target::SameDevice,
         }

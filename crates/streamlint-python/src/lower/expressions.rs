@@ -6,7 +6,7 @@ use super::*;
 impl<'a> Lowerer<'a> {
     pub(super) fn eval(&mut self, expr: &Expr) -> Value {
         match expr {
-            Expr::Name { id, .. } => match self.env.get(id) {
+            Expr::Name { id, .. } => match self.env.get(id.as_str()) {
                 Some(v) => v.clone(),
                 None => self.module_global(id),
             },
@@ -143,7 +143,7 @@ impl<'a> Lowerer<'a> {
 
     pub(super) fn attribute(&mut self, expr: &Expr, owner: &Expr, attr: &str) -> Value {
         if let Some(d) = expr.dotted() {
-            if let Some(v) = self.env.get(&d) {
+            if let Some(v) = self.env.get(d.as_str()) {
                 return v.clone();
             }
             if let Some(v) = self.class_attribute(&d, expr.span()) {
@@ -188,7 +188,7 @@ impl<'a> Lowerer<'a> {
         let Expr::Name { id, .. } = func else {
             return None;
         };
-        if self.env.contains_key(id) {
+        if self.env.contains_key(id.as_str()) {
             return None;
         }
         self.cx.wrappers.get(id)

@@ -6,7 +6,7 @@ use super::*;
 /// Names a function body binds exactly once, to `True` or `False` (a disabled experiment, a
 /// feature switch): the branches they guard are decided. Nested functions are scopes of their
 /// own and are not looked into.
-pub(super) fn constant_flags(body: &[Stmt]) -> HashMap<String, bool> {
+pub(super) fn constant_flags(body: &[Stmt]) -> FxHashMap<String, bool> {
     bindings(body)
         .into_iter()
         .filter_map(|(name, (count, value))| (count == 1).then_some((name, value?)))
@@ -15,9 +15,9 @@ pub(super) fn constant_flags(body: &[Stmt]) -> HashMap<String, bool> {
 
 /// Every name `body` binds (assignments, loop and `with` targets, at any depth), with how many
 /// bindings and, for an assignment, the `True`/`False` it binds (if it is one).
-pub(super) fn bindings(body: &[Stmt]) -> HashMap<String, (usize, Option<bool>)> {
+pub(super) fn bindings(body: &[Stmt]) -> FxHashMap<String, (usize, Option<bool>)> {
     fn bind(
-        bound: &mut HashMap<String, (usize, Option<bool>)>,
+        bound: &mut FxHashMap<String, (usize, Option<bool>)>,
         target: &Expr,
         value: Option<bool>,
     ) {
@@ -28,7 +28,7 @@ pub(super) fn bindings(body: &[Stmt]) -> HashMap<String, (usize, Option<bool>)> 
             _ => {}
         }
     }
-    fn walk(stmts: &[Stmt], bound: &mut HashMap<String, (usize, Option<bool>)>) {
+    fn walk(stmts: &[Stmt], bound: &mut FxHashMap<String, (usize, Option<bool>)>) {
         for s in stmts {
             match s {
                 Stmt::Assign {
@@ -58,7 +58,7 @@ pub(super) fn bindings(body: &[Stmt]) -> HashMap<String, (usize, Option<bool>)> 
             s.blocks().into_iter().for_each(|block| walk(block, bound));
         }
     }
-    let mut bound = HashMap::new();
+    let mut bound = FxHashMap::default();
     walk(body, &mut bound);
     bound
 }

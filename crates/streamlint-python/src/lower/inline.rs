@@ -11,7 +11,7 @@
 //! lowered on its own: the graph drops such findings from the caller
 //! (`Body::inlined_calls`).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use streamlint_graph::{BufferId, Memory, OpKind, Owner, ReleaseCause, Span};
 
@@ -28,13 +28,13 @@ struct CallerState<'a> {
     env: Env,
     cx: crate::context::ModuleContext<'a>,
     class: Option<&'a crate::summary::ClassSummary>,
-    flags: HashMap<String, bool>,
+    flags: FxHashMap<String, bool>,
     flag_splits: usize,
     exit: streamlint_graph::BlockId,
     loops: Vec<(streamlint_graph::BlockId, streamlint_graph::BlockId)>,
     binding: Option<String>,
     params: Vec<String>,
-    named_streams: HashMap<String, streamlint_graph::StreamId>,
+    named_streams: FxHashMap<String, streamlint_graph::StreamId>,
     forwarded: Option<(String, Vec<Keyword>)>,
     result: Option<Value>,
     restores_stream: bool,

@@ -128,7 +128,7 @@ impl<'a> Lowerer<'a> {
     pub(super) fn known_streams(&self, iter: &Expr) -> Option<Vec<StreamId>> {
         // What the names hold, without evaluating anything (the loop evaluates its iterable).
         let items: Vec<Value> = match iter {
-            Expr::Name { id, .. } => match self.env.get(id)? {
+            Expr::Name { id, .. } => match self.env.get(id.as_str())? {
                 Value::Group(items) => items.clone(),
                 _ => return None,
             },
@@ -139,7 +139,7 @@ impl<'a> Lowerer<'a> {
                         value: Constant::None,
                         ..
                     } => Some(Value::None),
-                    other => self.env.get(&other.dotted()?).cloned(),
+                    other => self.env.get(other.dotted()?.as_str()).cloned(),
                 })
                 .collect::<Option<_>>()?,
             _ => return None,
@@ -192,7 +192,7 @@ impl<'a> Lowerer<'a> {
         };
         sequences.iter().any(|seq| {
             matches!(seq, Expr::Name { id, .. }
-                if matches!(self.env.get(id), Some(Value::Group(items)) if !items.is_empty()))
+                if matches!(self.env.get(id.as_str()), Some(Value::Group(items)) if !items.is_empty()))
         })
     }
 

@@ -20,7 +20,9 @@ use streams::*;
 use tensors::*;
 use value::*;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use streamlint_graph::{
     is_dotted_name, BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId,
@@ -170,27 +172,27 @@ pub struct Lowerer<'a> {
     loops: Vec<(BlockId, BlockId)>,
     loop_depth: usize,
     /// Entities by allocation site, so a trial pass and the real pass agree on identities.
-    sites: HashMap<(Span, String), u32>,
-    named_streams: HashMap<String, StreamId>,
+    sites: FxHashMap<(Span, String), u32>,
+    named_streams: FxHashMap<String, StreamId>,
     /// Entities held by attributes, by the attribute's dotted name.
-    attribute_buffers: HashMap<String, BufferId>,
-    attribute_events: HashMap<String, EventId>,
+    attribute_buffers: FxHashMap<String, BufferId>,
+    attribute_events: FxHashMap<String, EventId>,
     params: Vec<String>,
     /// Caller values seen used as tensors (annotated, passed to torch, tensor methods called).
-    confirmed: HashSet<BufferId>,
+    confirmed: FxHashSet<BufferId>,
     /// Tensors made only from values of unknown place (the caller's values, `torch.load(..)`,
     /// `pad_sequence(..)` of untracked lists).
-    unplaced: HashSet<BufferId>,
+    unplaced: FxHashSet<BufferId>,
     entry_ops: Vec<(OpKind, Span)>,
     /// Buffers some site has produced already: only those can have a previous instance.
-    produced: HashSet<BufferId>,
+    produced: FxHashSet<BufferId>,
     /// How many times each buffer was bound to a name (never decreases; see `bind`).
-    placements: HashMap<BufferId, u32>,
+    placements: FxHashMap<BufferId, u32>,
     /// Lowering a loop body only to learn what its names hold at the end of an iteration.
     in_trial: bool,
     /// Local flags bound once to `True` or `False` (`overlap = False`), and names whose
     /// correlated tests split the paths (see `split_on`): their `if`s are decided.
-    flags: HashMap<String, bool>,
+    flags: FxHashMap<String, bool>,
     /// Splits on correlated tests the path being lowered is inside (each doubles what follows
     /// it).
     flag_splits: usize,
@@ -210,7 +212,7 @@ pub struct Lowerer<'a> {
     entering_context: bool,
     /// Module-level names (by module and name) that a callee lowered in place assigned
     /// (`global _SIDE; _SIDE = torch.cuda.Stream()`): later calls that read them see the value.
-    globals: HashMap<(usize, String), Value>,
+    globals: FxHashMap<(usize, String), Value>,
     /// The callees being lowered in place (by module and span), innermost last (see `inline`).
     inline_stack: Vec<(usize, Span)>,
     /// Lowering a function to summarize it (see `Role::summarizing`).
@@ -223,7 +225,7 @@ pub struct Lowerer<'a> {
     /// The buffers of the function's own parameters (see [`Body::arguments`]).
     param_buffers: Vec<BufferId>,
     /// Streams held by module globals, by module and name (see `named_stream`).
-    global_streams: HashMap<(usize, String), StreamId>,
+    global_streams: FxHashMap<(usize, String), StreamId>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -265,22 +267,22 @@ impl<'a> Lowerer<'a> {
             env: role
                 .attr_text
                 .iter()
-                .map(|(k, v)| (k.clone(), Value::Text(v.clone())))
+                .map(|(k, v)| (k.as_str().into(), Value::Text(v.clone())))
                 .collect(),
             current,
             exit,
             loops: Vec::new(),
             loop_depth: 0,
-            sites: HashMap::new(),
-            named_streams: HashMap::new(),
-            attribute_buffers: HashMap::new(),
-            attribute_events: HashMap::new(),
+            sites: FxHashMap::default(),
+            named_streams: FxHashMap::default(),
+            attribute_buffers: FxHashMap::default(),
+            attribute_events: FxHashMap::default(),
             params: Vec::new(),
-            confirmed: HashSet::new(),
-            unplaced: HashSet::new(),
+            confirmed: FxHashSet::default(),
+            unplaced: FxHashSet::default(),
             entry_ops: Vec::new(),
-            produced: HashSet::new(),
-            placements: HashMap::new(),
+            produced: FxHashSet::default(),
+            placements: FxHashMap::default(),
             flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
             flag_splits: 0,
             splits_made: 0,
@@ -289,20 +291,20 @@ impl<'a> Lowerer<'a> {
             binding_value: None,
             fresh_value: false,
             home_module: cx.module,
-            globals: HashMap::new(),
+            globals: FxHashMap::default(),
             entering_context: false,
             inline_stack: Vec::new(),
             summarizing: role.summarizing,
             forwarded: None,
             inline_result: None,
             param_buffers: Vec::new(),
-            global_streams: HashMap::new(),
+            global_streams: FxHashMap::default(),
         };
         match def {
             Some(d) => {
                 l.bind_params(d, role.is_method);
                 for name in &role.captured_lists {
-                    if !l.env.contains_key(name) {
+                    if !l.env.contains_key(name.as_str()) {
                         l.bind(name.clone(), Value::Group(Vec::new()));
                     }
                 }
@@ -778,7 +780,7 @@ impl<'a> Lowerer<'a> {
         for buffer in value.buffers() {
             *self.placements.entry(buffer).or_default() += 1;
         }
-        self.env.insert(name, value);
+        self.env.insert(name.into(), value);
     }
 
     /// Is `buffer` held by a name other than `except`? A buffer bound only once is held by one
@@ -786,7 +788,10 @@ impl<'a> Lowerer<'a> {
     /// binds thousands).
     fn held_elsewhere(&self, buffer: BufferId, except: &str) -> bool {
         self.placements.get(&buffer).is_some_and(|&n| n > 1)
-            && self.env.iter().any(|(k, v)| k != except && v.holds(buffer))
+            && self
+                .env
+                .iter()
+                .any(|(k, v)| &**k != except && v.holds(buffer))
     }
 
     /// Release what a name held when it is deleted or rebound (unless it is kept by the new

@@ -26,7 +26,7 @@ impl<'a> Lowerer<'a> {
                 for t in targets {
                     if let Expr::Name { id, .. } = t {
                         self.release_name(id, &[], ReleaseCause::Delete, *span);
-                        self.env.remove(id);
+                        self.env.remove(id.as_str());
                     }
                 }
             }
@@ -232,7 +232,7 @@ impl<'a> Lowerer<'a> {
                     let bound = alias
                         .clone()
                         .unwrap_or_else(|| name.split('.').next().unwrap_or(name).to_string());
-                    self.env.remove(&bound);
+                    self.env.remove(bound.as_str());
                 }
             }
             Stmt::Expr(e) => match self.forwarded_statements(e) {
@@ -281,7 +281,7 @@ impl<'a> Lowerer<'a> {
         if !shaped {
             return value;
         }
-        let stream = match arg.dotted().and_then(|d| self.env.get(&d).cloned()) {
+        let stream = match arg.dotted().and_then(|d| self.env.get(d.as_str()).cloned()) {
             Some(Value::Stream(s)) => Some(s),
             _ => arg
                 .dotted()
@@ -316,7 +316,9 @@ impl<'a> Lowerer<'a> {
         }
         let mut out = Vec::new();
         for a in args.iter().chain(keywords.iter().map(|k| &k.value)) {
-            if let Some(Value::Stream(s)) = a.dotted().and_then(|d| self.env.get(&d).cloned()) {
+            if let Some(Value::Stream(s)) =
+                a.dotted().and_then(|d| self.env.get(d.as_str()).cloned())
+            {
                 out.push((s, *span));
             } else if let Some(d) = a
                 .dotted()
@@ -399,7 +401,7 @@ impl<'a> Lowerer<'a> {
             } => {
                 if attr == "data" {
                     if let Expr::Name { id, .. } = owner.as_ref() {
-                        if let Some(old) = self.env.get(id).cloned() {
+                        if let Some(old) = self.env.get(id.as_str()).cloned() {
                             for buffer in old.buffers() {
                                 self.b.push(
                                     OpKind::Release {

@@ -1,5 +1,7 @@
 //! What a name holds while a body is lowered, and how two paths' values meet.
 
+use std::rc::Rc;
+
 use super::*;
 
 /// What a name or expression holds.
@@ -150,7 +152,8 @@ impl Value {
     }
 }
 
-pub(super) type Env = BTreeMap<String, Value>;
+/// Names are shared between the copies an environment makes at every branch and loop.
+pub(super) type Env = BTreeMap<Rc<str>, Value>;
 
 pub(super) fn merge_env(a: &Env, b: &Env) -> Env {
     let mut out = a.clone();

@@ -4,7 +4,7 @@
 //! read and a write event that safe uses wait on and record, exactly as the library does, while
 //! an owned stream is alive and tracking is enabled.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use proc_macro2::TokenTree;
 use streamlint_graph::{
@@ -116,13 +116,13 @@ struct Lowerer<'f> {
     /// alive elsewhere.
     owned_elsewhere: bool,
     /// Per tracked slice: its (read, write) events.
-    slice_events: HashMap<BufferId, (EventId, EventId)>,
+    slice_events: FxHashMap<BufferId, (EventId, EventId)>,
     /// Per pinned host buffer cudarc tracks: its event.
-    pinned_events: HashMap<BufferId, EventId>,
+    pinned_events: FxHashMap<BufferId, EventId>,
     /// cust buffers: their plain drop frees with `cuMemFree`, which waits for the device.
-    synchronous_free: std::collections::HashSet<BufferId>,
-    named_streams: HashMap<String, StreamId>,
-    summaries: &'f HashMap<String, Summary>,
+    synchronous_free: rustc_hash::FxHashSet<BufferId>,
+    named_streams: FxHashMap<String, StreamId>,
+    summaries: &'f FxHashMap<String, Summary>,
     /// Each parameter's value at entry, by position.
     params: Vec<Value>,
     deadline: Deadline,
@@ -140,7 +140,7 @@ pub struct FileContext<'s> {
     /// calls `disable_event_tracking`), so this one starts with it off.
     pub tracking_disabled: bool,
     /// Summaries of the file's free functions, by name.
-    pub summaries: HashMap<String, Summary>,
+    pub summaries: FxHashMap<String, Summary>,
     /// When lowering stops (checked between statements).
     pub deadline: Deadline,
 }
@@ -170,10 +170,10 @@ pub fn lower_fn(
         owned_alive: Vec::new(),
         exiting: false,
         owned_elsewhere: false,
-        slice_events: HashMap::new(),
-        pinned_events: HashMap::new(),
-        synchronous_free: std::collections::HashSet::new(),
-        named_streams: HashMap::new(),
+        slice_events: FxHashMap::default(),
+        pinned_events: FxHashMap::default(),
+        synchronous_free: rustc_hash::FxHashSet::default(),
+        named_streams: FxHashMap::default(),
         summaries: &file.summaries,
         params: Vec::new(),
         deadline: file.deadline,
