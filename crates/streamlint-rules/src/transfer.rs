@@ -108,7 +108,8 @@ impl TransferInSideStream {
         } else {
             format!("used on {c}")
         };
-        let edit = if returned {
+        // The edit adds the wait only: offered where that is all that is missing.
+        let edit = if returned || !recorded {
             None
         } else {
             cx.wait_stream_edit(consumer, b.alloc_stream, op.span, Some(consumer))

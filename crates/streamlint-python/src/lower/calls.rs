@@ -596,7 +596,13 @@ impl<'a> Lowerer<'a> {
             }
             Value::Group(_) if matches!(method, "values" | "items" | "keys" | "copy") => {
                 self.eval_args(args, keywords);
-                Value::tensors(recv.buffers())
+                let held = Value::tensors(recv.buffers());
+                match method {
+                    // Pairs whose keys are not followed: `for name, t in d.items()`.
+                    "items" => Value::Group(vec![Value::Group(vec![Value::Unknown, held])]),
+                    "keys" => Value::Unknown,
+                    _ => held,
+                }
             }
             Value::Unknown if makes_tensor(method) && !constructs_object(receiver) => {
                 // `self.next_input.cuda()`, `self.shard.new_empty(n)`: a tensor method on a

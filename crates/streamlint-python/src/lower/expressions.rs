@@ -58,6 +58,9 @@ impl<'a> Lowerer<'a> {
                     if let Some(text) = indexed_stream(value, index) {
                         return Value::Stream(self.named_stream(&text));
                     }
+                    if let Some(item) = self.container_item(value, *span) {
+                        return item;
+                    }
                 }
                 if self.is_tensor(&v) && self.is_tensor(&i) {
                     // Indexing with a tensor gathers: a kernel that reads both.

@@ -32,7 +32,6 @@ impl<'a> Lowerer<'a> {
         if self.loop_depth < MAX_TRIAL_LOOP_DEPTH && !self.in_trial {
             let cp = self.b.checkpoint();
             let before = self.env.clone();
-            let entry_ops = self.entry_ops.len();
             let splits = self.flag_splits;
             self.in_trial = true;
             let _ = self.loop_body(test, target.clone(), body, span);
@@ -40,8 +39,9 @@ impl<'a> Lowerer<'a> {
             // The real pass may split where the trial did.
             self.flag_splits = splits;
             let carried = merge_env(&before, &self.env);
+            // What the trial found at entry (an attribute first read in the loop) stays: the
+            // real pass takes its value from the carried environment and does not look again.
             self.b.rollback(cp);
-            self.entry_ops.truncate(entry_ops);
             self.env = carried;
         }
         let (after, done) = self.loop_body(test, target, body, span);
@@ -196,8 +196,8 @@ impl<'a> Lowerer<'a> {
         })
     }
 
-    /// What a `for` loop over `iter` binds to `target`. `zip(a, b)` and `enumerate(a)` give
-    /// each name of a tuple target the elements of its own sequence.
+    /// What a `for` loop over `iter` binds to `target`. `zip(a, b)`, `enumerate(a)` and
+    /// `d.items()` give each name of a tuple target the elements of its own sequence.
     pub(super) fn loop_element(&mut self, iter: &Expr, target: &Expr) -> Value {
         let call = match iter {
             Expr::Call {
@@ -212,6 +212,21 @@ impl<'a> Lowerer<'a> {
             Expr::Collection { elts, .. } => elts.as_slice(),
             _ => &[],
         };
+        // `for name, t in d.items()`: the keys are not followed, the values are the dict's.
+        if let (Expr::Call { func, args, .. }, [_, value_name]) = (iter, names) {
+            if let Expr::Attribute {
+                value: dict, attr, ..
+            } = func.as_ref()
+            {
+                if attr == "items" && args.is_empty() {
+                    let held = match self.eval(dict) {
+                        group @ Value::Group(_) => Value::tensors(group.buffers()),
+                        other => other,
+                    };
+                    return Value::Group(vec![Value::Unknown, self.element_of(&held, value_name)]);
+                }
+            }
+        }
         match call {
             Some((Some(f), _)) if f == "range" => {
                 self.eval(iter);
@@ -232,6 +247,7 @@ impl<'a> Lowerer<'a> {
                 let seq = self.eval(&args[0]);
                 Value::Group(vec![Value::Unknown, self.element_of(&seq, &names[1])])
             }
+
             _ => {
                 let it = self.eval(iter);
                 self.element_of(&it, target)
@@ -316,9 +332,10 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// `staged.append((t, host))` on a list this function made (`staged = []`): the list now
-    /// holds the value, so a later loop over it gets it back (a free through the list is a
-    /// free of the tensor). Where the list goes, its items go (returned, stored, passed on).
+    /// `staged.append((t, host))` on a list this function made (`staged = []`), or
+    /// `staged[key] = t` on one of its dicts or lists: the container now holds the value, so a
+    /// later loop over it or lookup in it gets it back (a free through it is a free of the
+    /// tensor). Where the container goes, its items go (returned, stored, passed on).
     pub(super) fn grow_local_list(
         &mut self,
         receiver: &Expr,

@@ -325,7 +325,14 @@ impl<'a> Lowerer<'a> {
             }
         }
         // Values that exist at entry first, then what orders them (events, waits).
-        let (mut entry_ops, ordering): (Vec<_>, Vec<_>) = std::mem::take(&mut l.entry_ops)
+        // A loop's trial pass and its real pass may find the same one.
+        let mut unique: Vec<(OpKind, Span)> = Vec::new();
+        for (kind, span) in std::mem::take(&mut l.entry_ops) {
+            if !unique.iter().any(|(k, _)| *k == kind) {
+                unique.push((kind, span));
+            }
+        }
+        let (mut entry_ops, ordering): (Vec<_>, Vec<_>) = unique
             .into_iter()
             .partition(|(k, _)| matches!(k, OpKind::Produce { .. }));
         entry_ops.extend(ordering);

@@ -92,6 +92,36 @@ impl<'a> Lowerer<'a> {
         })
     }
 
+    /// An item of one of the object's containers (`self.pending[key]`), which the class summary
+    /// does not know: a value from outside the body, a tensor if it is used as one, held by the
+    /// object. The items of one container are one value, whichever key the code reaches; named
+    /// `self.pending[…]` in messages, which says the value was followed through a container.
+    /// Nothing is known of how each item was stored (a host table, a shard another method made
+    /// on its own stream), so none is taken to have work pending at entry: what a method
+    /// leaves in them unordered is judged (`leave_attributes`), what it finds there is not.
+    pub(super) fn container_item(&mut self, container: &Expr, span: Span) -> Option<Value> {
+        let dotted = container.dotted()?;
+        if !dotted.starts_with("self.") {
+            return None;
+        }
+        let name = format!("{dotted}[…]");
+        if let Some(&buffer) = self.attribute_buffers.get(&name) {
+            return Some(Value::Param(buffer));
+        }
+        let buffer = self.attribute_buffer(&name, Memory::Device);
+        self.unplaced.insert(buffer);
+        let ambient = self.b.ambient();
+        self.entry_ops.push((
+            OpKind::Produce {
+                buffer,
+                stream: ambient,
+                how: Production::Host,
+            },
+            span,
+        ));
+        Some(Value::Param(buffer))
+    }
+
     /// By the contract at function boundaries, what a method leaves on its object must be
     /// ready on the current stream when it returns (or be covered by an event it stores): the
     /// next reader, in this or another method, uses it on its current stream. A method that

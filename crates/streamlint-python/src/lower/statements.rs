@@ -428,6 +428,13 @@ impl<'a> Lowerer<'a> {
             } => {
                 let c = self.eval(container);
                 self.eval(index);
+                // `staged[key] = t` in a dict or list this function made: it holds `t` now, as
+                // after `append`.
+                if matches!(c, Value::Group(_))
+                    && self.grow_local_list(container, &c, "append", std::slice::from_ref(&value))
+                {
+                    return;
+                }
                 let written = c.local_tensors();
                 if written.is_empty() {
                     self.escape(&value, EscapeKind::Container, span);

@@ -9,7 +9,8 @@ use super::*;
 pub(super) enum Value {
     /// Tensors made in this body (or views of them), by allocation site.
     Tensors(Vec<BufferId>),
-    /// A value the caller passed in: a tensor produced before entry, if it is used as one.
+    /// A value from outside the body (an argument, an element of one, an item of one of the
+    /// object's containers): a tensor produced before entry, if it is used as one.
     Param(BufferId),
     Stream(StreamId),
     /// A `torch.cuda.stream(..)` context; `None` for `stream(None)`, which does nothing.
