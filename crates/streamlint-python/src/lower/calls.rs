@@ -615,6 +615,12 @@ impl<'a> Lowerer<'a> {
                     let name = self.value_name("pinned");
                     return self.produce(span, &name, Memory::PinnedHost, Production::Host);
                 }
+                // `self.pending.get(key)`: one of the object's items.
+                if matches!(recv, Value::Unknown) && CONTAINER_LOOKUPS.contains(&method) {
+                    if let Some(item) = self.container_item(receiver, span) {
+                        return item;
+                    }
+                }
                 if method == "record_stream" {
                     // `obj.record_stream(s)` on something not known as a tensor: not ours to judge.
                     return Value::Unknown;

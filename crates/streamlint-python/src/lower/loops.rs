@@ -219,11 +219,14 @@ impl<'a> Lowerer<'a> {
             } = func.as_ref()
             {
                 if attr == "items" && args.is_empty() {
-                    let held = match self.eval(dict) {
-                        group @ Value::Group(_) => Value::tensors(group.buffers()),
-                        other => other,
+                    let value = match self.object_items(dict) {
+                        Some(item) => item,
+                        None => match self.eval(dict) {
+                            group @ Value::Group(_) => Value::tensors(group.buffers()),
+                            other => self.element_of(&other, value_name),
+                        },
                     };
-                    return Value::Group(vec![Value::Unknown, self.element_of(&held, value_name)]);
+                    return Value::Group(vec![Value::Unknown, value]);
                 }
             }
         }
@@ -237,8 +240,10 @@ impl<'a> Lowerer<'a> {
                     .iter()
                     .zip(names)
                     .map(|(a, n)| {
-                        let seq = self.eval(a);
-                        self.element_of(&seq, n)
+                        self.object_items(a).unwrap_or_else(|| {
+                            let seq = self.eval(a);
+                            self.element_of(&seq, n)
+                        })
                     })
                     .collect();
                 Value::Group(parts)
@@ -248,11 +253,32 @@ impl<'a> Lowerer<'a> {
                 Value::Group(vec![Value::Unknown, self.element_of(&seq, &names[1])])
             }
 
-            _ => {
-                let it = self.eval(iter);
-                self.element_of(&it, target)
-            }
+            _ => match self.object_items(iter) {
+                Some(item) => item,
+                None => {
+                    let it = self.eval(iter);
+                    self.element_of(&it, target)
+                }
+            },
         }
+    }
+
+    /// What a loop over one of the object's containers that the class summary does not know
+    /// gets (`for t in self.staged`, `self.stash.values()`): its items (see `container_item`).
+    fn object_items(&mut self, seq: &Expr) -> Option<Value> {
+        let container = match seq {
+            Expr::Call { func, args, .. } if args.is_empty() => match func.as_ref() {
+                Expr::Attribute { value, attr, .. } if attr == "values" => value.as_ref(),
+                _ => return None,
+            },
+            other => other,
+        };
+        if !container.dotted()?.starts_with("self.")
+            || !matches!(self.eval(container), Value::Unknown)
+        {
+            return None;
+        }
+        self.container_item(container, seq.span())
     }
 
     /// What iterating `it` binds to `target`: elements of our tensors, or values the caller

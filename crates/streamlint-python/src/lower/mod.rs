@@ -76,6 +76,10 @@ fn annotation_may_hold_tensors(annotation: &str) -> bool {
         || CONTAINERS.iter().any(|c| inner.starts_with(c))
 }
 
+/// Methods that hand back an item of a dict and leave it there (`pop` takes it away: the
+/// item is then the method's, not the object's).
+const CONTAINER_LOOKUPS: &[&str] = &["get", "setdefault"];
+
 /// By convention `host_*`, `*_cpu` and `pinned_*` values live in host memory, so no stream work
 /// made them; their place is still not known for sure.
 fn host_named(name: &str) -> bool {
