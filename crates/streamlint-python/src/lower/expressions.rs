@@ -32,6 +32,23 @@ impl<'a> Lowerer<'a> {
                     Operator::MatMul | Operator::Arithmetic => {
                         if *op == Operator::MatMul {
                             self.confirm(&vals);
+                        } else if self.current != self.b.ambient()
+                            && operands.iter().zip(&vals).all(|(o, v)| {
+                                matches!(v, Value::Param(_) | Value::Tensors(_))
+                                    || matches!(
+                                        o,
+                                        Expr::Constant {
+                                            value: Constant::Int(_) | Constant::Number,
+                                            ..
+                                        }
+                                    )
+                            })
+                        {
+                            // A side-stream block is there to enqueue device work: arithmetic
+                            // there on arguments, tensors and numbers only (`y = x * 2`,
+                            // `(images - mean) / std`) is; `items + more` on lists is not
+                            // told apart from it otherwise.
+                            self.confirm_arguments(&vals);
                         }
                         if !vals.iter().any(|v| self.is_tensor(v)) {
                             return Value::Unknown;

@@ -646,6 +646,19 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The value is used where only a tensor fits.
+    /// Confirm the arguments themselves among `values` as tensors; not their elements, whose
+    /// arithmetic is as often on sizes and offsets.
+    fn confirm_arguments(&mut self, values: &[Value]) {
+        for v in values {
+            if let Value::Param(b) = v {
+                let whole = !self.b.body().buffer(*b).name.contains('[');
+                if whole && self.param_buffers.contains(b) {
+                    self.confirmed.insert(*b);
+                }
+            }
+        }
+    }
+
     fn confirm(&mut self, values: &[Value]) {
         for v in values {
             match v {
