@@ -35,6 +35,57 @@ pub enum ApiCall {
     SynchronizeWrapper,
 }
 
+/// Helpers that apply a function to every tensor of a nested structure (dicts, lists, tuples,
+/// dataclasses) and return the structure of the results: for each, where the function and the
+/// structure are passed (positions, and the keyword of the function).
+const MAPPING_HELPERS: &[(&str, usize, usize, &str)] = &[
+    ("torch.utils._pytree.tree_map", 0, 1, "func"),
+    ("torch.utils._pytree.tree_map_only", 1, 2, "func"),
+    ("optree.tree_map", 0, 1, "func"),
+    (
+        "lightning.fabric.utilities.apply_func.apply_to_collection",
+        2,
+        0,
+        "function",
+    ),
+    (
+        "lightning.pytorch.utilities.apply_func.apply_to_collection",
+        2,
+        0,
+        "function",
+    ),
+    (
+        "lightning_utilities.core.apply_func.apply_to_collection",
+        2,
+        0,
+        "function",
+    ),
+    (
+        "pytorch_lightning.utilities.apply_func.apply_to_collection",
+        2,
+        0,
+        "function",
+    ),
+];
+
+/// Where a mapping helper (`tree_map(fn, batch)`) takes the function and the structure: the
+/// function's position and keyword, and the structure's position.
+pub fn mapping_helper(qualified: &str) -> Option<(usize, &'static str, usize)> {
+    MAPPING_HELPERS
+        .iter()
+        .find(|(name, ..)| *name == qualified)
+        .map(|&(_, function, structure, keyword)| (function, keyword, structure))
+}
+
+/// Does the function list the tensors of a nested structure (`tree_leaves(batch)`)? A loop over
+/// its result is a loop over those tensors.
+pub fn is_leaves_helper(qualified: &str) -> bool {
+    matches!(
+        qualified,
+        "torch.utils._pytree.tree_leaves" | "optree.tree_leaves"
+    )
+}
+
 /// How many leading positional arguments of a `torch.distributed` collective are tensors
 /// (0 for the rest of the module: process groups, ranks, lists of tensors).
 pub fn collective_tensor_args(qualified: &str) -> usize {

@@ -529,7 +529,22 @@ impl Convert<'_> {
                 elts.push(self.expr(&c.value));
                 self.comprehension(elts, &c.generators, sp)
             }
-            E::Lambda(_) | E::IpyEscapeCommand(_) => opaque(Vec::new()),
+            E::Lambda(l) => Expr::Lambda {
+                params: l
+                    .parameters
+                    .as_deref()
+                    .map(|p| {
+                        p.posonlyargs
+                            .iter()
+                            .chain(&p.args)
+                            .map(|a| a.parameter.name.as_str().to_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+                body: Box::new(self.expr(&l.body)),
+                span: sp,
+            },
+            E::IpyEscapeCommand(_) => opaque(Vec::new()),
             E::FString(f) => opaque(self.f_string(f)),
             E::TString(t) => opaque(self.t_string(t)),
             E::Slice(s) => opaque(

@@ -167,6 +167,24 @@ impl Scan<'_> {
         }
     }
 
+    /// The body of the lambda a mapping helper applies (`tree_map(lambda t: .., batch)`).
+    fn mapped_lambda<'e>(&self, expr: &'e Expr) -> Option<&'e Expr> {
+        let Expr::Call {
+            func,
+            args,
+            keywords,
+            ..
+        } = expr
+        else {
+            return None;
+        };
+        let (at, keyword, _) = crate::api::mapping_helper(&self.imports.qualify(func)?)?;
+        match args.get(at).or_else(|| Expr::keyword(keywords, keyword))? {
+            Expr::Lambda { body, .. } => Some(body),
+            _ => None,
+        }
+    }
+
     /// `self.m` for a method `m` of this class.
     fn is_own_method(&self, func: &Expr) -> bool {
         matches!(func, Expr::Attribute { value, attr, .. }
@@ -232,6 +250,10 @@ impl Scan<'_> {
             return;
         };
         let device_module = crate::context::device_module_of(value, self.imports, self.api);
+        // For a mapping helper's lambda: whether it moves each tensor to the device.
+        let mapped_transfer = self
+            .mapped_lambda(value)
+            .map(|body| is_method_call(body, "cuda") || is_method_call(body, "to"));
         let kind = match self.call_kind(value) {
             _ if device_module.is_some() && !cache => device_module.map(AttrKind::DeviceModule),
             Some(ApiCall::StreamFactory) if cache => Some(AttrKind::StreamCache),
@@ -252,6 +274,12 @@ impl Scan<'_> {
             }
             _ if cache => None,
             _ => match (self.with_streams.last(), value) {
+                // `tree_map(lambda t: t.to("cuda", non_blocking=True), batch)`: what the lambda
+                // makes, for every tensor of the structure.
+                (Some(stream), _) if mapped_transfer.is_some() => Some(AttrKind::Tensor {
+                    stream: stream.clone(),
+                    transfer: mapped_transfer == Some(true),
+                }),
                 // Literals, and what free functions return (`cast(..)`, `SomeAwaitable(..)`,
                 // helpers that move data to the host) are not known to be device tensors.
                 (Some(_), Expr::Constant { .. } | Expr::Collection { .. }) => None,

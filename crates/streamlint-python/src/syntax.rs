@@ -223,8 +223,15 @@ pub enum Expr {
         generators: Vec<Generator>,
         span: Span,
     },
-    /// Lambdas, f-strings, slices: their sub-expressions, evaluated in order; the
-    /// expression has no value the analysis follows.
+    /// `lambda t: body`: its positional parameters and its body, which runs when the lambda is
+    /// called (by a helper that maps it over a structure of tensors, say), not here.
+    Lambda {
+        params: Vec<String>,
+        body: Box<Expr>,
+        span: Span,
+    },
+    /// F-strings, slices: their sub-expressions, evaluated in order; the expression has no
+    /// value the analysis follows.
     Opaque {
         parts: Vec<Expr>,
         span: Span,
@@ -273,6 +280,7 @@ impl Expr {
             | Expr::IfExp { span, .. }
             | Expr::Walrus { span, .. }
             | Expr::Comprehension { span, .. }
+            | Expr::Lambda { span, .. }
             | Expr::Opaque { span, .. } => *span,
         }
     }
@@ -432,6 +440,8 @@ pub fn visit_exprs(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
             visit_exprs(value, f);
             visit_exprs(index, f);
         }
+        // Its body runs where the lambda is called, not where it is written.
+        Expr::Lambda { .. } => {}
         Expr::Yield { value, .. } => value.iter().for_each(|v| visit_exprs(v, f)),
         Expr::IfExp {
             test, body, orelse, ..

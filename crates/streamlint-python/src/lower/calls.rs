@@ -13,6 +13,9 @@ impl<'a> Lowerer<'a> {
         // A call through a name or attribute chain rooted at a value (a local, `self`, a module
         // global: any root that no import or `def` of the module binds) is a method call on that
         // value; otherwise the callee is resolved through the imports.
+        if let Some(mapped) = self.map_over_tensors(func, args, keywords) {
+            return mapped;
+        }
         let root = root_name(func);
         let root_is_local = root.is_some_and(|r| {
             self.env.contains_key(r)
@@ -253,6 +256,46 @@ impl<'a> Lowerer<'a> {
         let inputs = self.tensor_buffers(&vals);
         self.read_all(&inputs, span);
         Value::Unknown
+    }
+
+    /// `tree_map(lambda t: t.to("cuda", non_blocking=True), batch)`: the lambda's body run on
+    /// the structure's tensors, as a loop over them would; the result holds what it made. A
+    /// helper given a named function is an unknown call as before.
+    fn map_over_tensors(
+        &mut self,
+        func: &Expr,
+        args: &[Expr],
+        keywords: &[Keyword],
+    ) -> Option<Value> {
+        let qualified = self.cx.imports.qualify(func)?;
+        let (at, keyword, structure) = crate::api::mapping_helper(&qualified)?;
+        let function = args.get(at).or_else(|| Expr::keyword(keywords, keyword))?;
+        let Expr::Lambda { params, body, span } = function else {
+            return None;
+        };
+        let param = params.first()?;
+        let data = args.get(structure)?;
+        let tree = self.eval(data);
+        let element = self.element_of(
+            &tree,
+            &Expr::Name {
+                id: param.clone(),
+                span: *span,
+            },
+        );
+        let shadowed = self.env.get(param.as_str()).cloned();
+        self.bind(param.clone(), element);
+        let result = self.eval(body);
+        match shadowed {
+            Some(v) => self.bind(param.clone(), v),
+            None => {
+                self.env.remove(param.as_str());
+            }
+        }
+        Some(match result {
+            v @ (Value::Tensors(_) | Value::Param(_)) => v,
+            other => Value::tensors(other.local_tensors()),
+        })
     }
 
     pub(super) fn api_call(

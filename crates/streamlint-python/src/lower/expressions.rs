@@ -158,6 +158,7 @@ impl<'a> Lowerer<'a> {
                 }
                 Value::Unknown
             }
+            Expr::Lambda { .. } => Value::Unknown,
         }
     }
 

@@ -212,6 +212,18 @@ impl<'a> Lowerer<'a> {
             Expr::Collection { elts, .. } => elts.as_slice(),
             _ => &[],
         };
+        // `for t in tree_leaves(batch)`: the tensors of the structure.
+        if let Expr::Call { func, args, .. } = iter {
+            let leaves = self
+                .cx
+                .imports
+                .qualify(func)
+                .is_some_and(|q| crate::api::is_leaves_helper(&q));
+            if let (true, [structure]) = (leaves, args.as_slice()) {
+                let tree = self.eval(structure);
+                return self.element_of(&tree, target);
+            }
+        }
         // `for name, t in d.items()`: the keys are not followed, the values are the dict's.
         if let (Expr::Call { func, args, .. }, [_, value_name]) = (iter, names) {
             if let Expr::Attribute {
