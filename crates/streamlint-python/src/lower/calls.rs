@@ -298,6 +298,43 @@ impl<'a> Lowerer<'a> {
         })
     }
 
+    /// `out = make_output(n)` from code the analysis does not see, then `out.copy_(x)`: an
+    /// in-place tensor op says the name holds a device tensor. From then on it is one, made
+    /// before this point with nothing known to be pending on it, and not this body's to free
+    /// (whoever made it may keep it): its order is judged, not its lifetime.
+    fn made_elsewhere(
+        &mut self,
+        receiver: &Expr,
+        recv: &Value,
+        method: &str,
+        span: Span,
+    ) -> Option<Value> {
+        let Expr::Name { id, .. } = receiver else {
+            return None;
+        };
+        let in_place = method.ends_with('_') && !method.starts_with('_');
+        if !in_place || !TENSOR_METHODS.contains(&method) || !matches!(recv, Value::Unknown) {
+            return None;
+        }
+        if !matches!(self.env.get(id.as_str()), Some(Value::Unknown)) {
+            return None;
+        }
+        let buffer = self.buffer_at(span, "made-elsewhere", id, Memory::Device, Owner::Caller);
+        self.unplaced.insert(buffer);
+        let stream = self.current;
+        self.b.push(
+            OpKind::Produce {
+                buffer,
+                stream,
+                how: Production::Host,
+            },
+            span,
+        );
+        let value = Value::Tensors(vec![buffer]);
+        self.bind(id.clone(), value.clone());
+        Some(value)
+    }
+
     pub(super) fn api_call(
         &mut self,
         call: ApiCall,
@@ -653,6 +690,9 @@ impl<'a> Lowerer<'a> {
                 self.tensor_method(Value::Unknown, method, args, keywords, span)
             }
             _ => {
+                if let Some(made) = self.made_elsewhere(receiver, &recv, method, span) {
+                    return self.tensor_method(made, method, args, keywords, span);
+                }
                 let vals = self.eval_args(args, keywords);
                 if method == "pin_memory" {
                     let name = self.value_name("pinned");
