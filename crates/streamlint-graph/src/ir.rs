@@ -195,6 +195,9 @@ pub enum EscapeKind {
     /// The body ends with the value held by an object that outlives it (an attribute it wrote):
     /// whoever uses it next does so on their current stream.
     LeftOnObject,
+    /// The body ends with the value stored on an object the caller passed in (`batch.x = t`),
+    /// written on a stream only this body can name: the caller uses it on its current stream.
+    LeftOnArgument,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -61,7 +61,7 @@ impl Rule for MissingStreamWait {
             }
             OpKind::Escape {
                 buffer,
-                kind: EscapeKind::LeftOnObject,
+                kind: EscapeKind::LeftOnObject | EscapeKind::LeftOnArgument,
             } => self.check_use(cx, state, buffer, cx.body.ambient, op, false),
             _ => {}
         }
@@ -162,15 +162,14 @@ impl MissingStreamWait {
         } else {
             String::new()
         };
-        let left_on_object = matches!(
-            op.kind,
-            OpKind::Escape {
-                kind: EscapeKind::LeftOnObject,
-                ..
-            }
-        );
-        let message = if left_on_object {
+        let left = match op.kind {
+            OpKind::Escape { kind, .. } => kind,
+            _ => EscapeKind::Caller,
+        };
+        let message = if left == EscapeKind::LeftOnObject {
             format!("`{name}` is written on {p} and left on the object when `{}` returns, but {c} never waits for {p} and no other method of the class does: whoever uses it next, on their current stream, can read it before the write has finished", cx.body.name)
+        } else if left == EscapeKind::LeftOnArgument {
+            format!("`{name}` is written on {p} and left on the caller's object when `{}` returns, but {c} never waits for {p}, which the caller cannot name: it uses the value on its current stream, where the write may not have finished", cx.body.name)
         } else if returned {
             format!("`{name}` is returned to the caller, who uses it on {c}, but {c} never waits for {p}, which produces it")
         } else if raw {

@@ -30,6 +30,15 @@ impl Rule for TransferInSideStream {
             }
             OpKind::Escape {
                 buffer,
+                kind: EscapeKind::LeftOnArgument,
+            } => {
+                let ambient = cx.body.ambient;
+                if !self.check_wait(cx, state, buffer, ambient, op, true) {
+                    self.check_record(cx, state, buffer, op, &[ambient]);
+                }
+            }
+            OpKind::Escape {
+                buffer,
                 kind: EscapeKind::Caller,
             } => {
                 // The caller orders its uses after a copy on the stream it passed in.
@@ -103,7 +112,16 @@ impl TransferInSideStream {
         } else {
             format!("a wait and `record_stream` of {c}")
         };
-        let use_text = if returned {
+        let on_argument = matches!(
+            op.kind,
+            OpKind::Escape {
+                kind: EscapeKind::LeftOnArgument,
+                ..
+            }
+        );
+        let use_text = if on_argument {
+            format!("left on the caller's object, which the caller uses on {c}")
+        } else if returned {
             format!("returned to the caller, who uses it on {c}")
         } else {
             format!("used on {c}")

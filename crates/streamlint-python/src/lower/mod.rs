@@ -182,6 +182,8 @@ pub struct Lowerer<'a> {
     attribute_buffers: FxHashMap<String, BufferId>,
     attribute_events: FxHashMap<String, EventId>,
     params: Vec<String>,
+    /// Values stored on objects the caller passed in (`batch.x = t`), with where.
+    left_on_arguments: Vec<(BufferId, Span)>,
     /// Caller values seen used as tensors (annotated, passed to torch, tensor methods called).
     confirmed: FxHashSet<BufferId>,
     /// Tensors made only from values of unknown place (the caller's values, `torch.load(..)`,
@@ -282,6 +284,7 @@ impl<'a> Lowerer<'a> {
             attribute_buffers: FxHashMap::default(),
             attribute_events: FxHashMap::default(),
             params: Vec::new(),
+            left_on_arguments: Vec::new(),
             confirmed: FxHashSet::default(),
             unplaced: FxHashSet::default(),
             entry_ops: Vec::new(),
@@ -321,6 +324,7 @@ impl<'a> Lowerer<'a> {
         l.b.switch_to(exit);
         if let Some(d) = def {
             l.leave_attributes(d.name_span);
+            l.leave_on_arguments();
             l.b.push(OpKind::ScopeEnd, d.name_span);
         }
         for buffer in std::mem::take(&mut l.param_buffers) {

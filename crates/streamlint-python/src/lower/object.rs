@@ -122,6 +122,51 @@ impl<'a> Lowerer<'a> {
         Some(Value::Param(buffer))
     }
 
+    /// By the contract at function boundaries, a value stored on an object the caller passed in
+    /// (`batch.images = x.cuda(non_blocking=True)`) goes back to the caller, who uses it on its
+    /// current stream. Written on a stream only this body can name (one it made), nothing but
+    /// this body can order that use after the write: it is judged where the body ends. Work on a
+    /// stream the caller can name (an attribute, an argument) may be joined by the caller.
+    pub(super) fn leave_on_arguments(&mut self) {
+        let body = self.b.body();
+        let ambient = body.ambient;
+        let local_stream = |s: StreamId| {
+            s != ambient
+                && matches!(
+                    body.stream(s).origin,
+                    StreamOrigin::Created | StreamOrigin::Temporary
+                )
+        };
+        let left: Vec<(BufferId, Span)> = self
+            .left_on_arguments
+            .iter()
+            .copied()
+            .filter(|&(buffer, _)| {
+                body.ops.iter().any(|op| match op.kind {
+                    OpKind::Write { buffer: b, stream }
+                    | OpKind::Raw {
+                        buffer: b,
+                        stream,
+                        write: true,
+                    }
+                    | OpKind::Produce {
+                        buffer: b, stream, ..
+                    } => b == buffer && local_stream(stream),
+                    _ => false,
+                })
+            })
+            .collect();
+        for (buffer, span) in left {
+            self.b.push(
+                OpKind::Escape {
+                    buffer,
+                    kind: EscapeKind::LeftOnArgument,
+                },
+                span,
+            );
+        }
+    }
+
     /// By the contract at function boundaries, what a method leaves on its object must be
     /// ready on the current stream when it returns (or be covered by an event it stores): the
     /// next reader, in this or another method, uses it on its current stream. A method that

@@ -417,6 +417,15 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 self.escape(&value, EscapeKind::Attribute, span);
+                // `batch.x = t` on an object the caller passed in: the caller gets it back.
+                let root = root_name(target);
+                if root.is_some_and(|r| {
+                    r != "self" && r != "cls" && self.params.iter().any(|p| p == r)
+                }) {
+                    for buffer in value.local_tensors() {
+                        self.left_on_arguments.push((buffer, span));
+                    }
+                }
                 if let Some(d) = target.dotted() {
                     self.bind(d, value);
                 }
