@@ -704,6 +704,12 @@ impl<'a> Lowerer<'a> {
                         return item;
                     }
                 }
+                // `self.stash.pop(key)`: an item the object gives up, now this body's.
+                if matches!(recv, Value::Unknown) && CONTAINER_REMOVALS.contains(&method) {
+                    if let Some(item) = self.taken_item(receiver, span) {
+                        return item;
+                    }
+                }
                 if method == "record_stream" {
                     // `obj.record_stream(s)` on something not known as a tensor: not ours to judge.
                     return Value::Unknown;

@@ -80,6 +80,9 @@ fn annotation_may_hold_tensors(annotation: &str) -> bool {
 /// item is then the method's, not the object's).
 const CONTAINER_LOOKUPS: &[&str] = &["get", "setdefault"];
 
+/// Methods that take an item out of a dict, list or deque.
+const CONTAINER_REMOVALS: &[&str] = &["pop", "popleft", "popitem"];
+
 /// By convention `host_*`, `*_cpu` and `pinned_*` values live in host memory, so no stream work
 /// made them; their place is still not known for sure.
 fn host_named(name: &str) -> bool {

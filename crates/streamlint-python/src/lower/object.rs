@@ -122,6 +122,31 @@ impl<'a> Lowerer<'a> {
         Some(Value::Param(buffer))
     }
 
+    /// An item taken out of one of the object's containers (`self.stash.pop(key)`): the object
+    /// no longer holds it, so it is this body's, freed when the body lets go of it, a tensor if
+    /// used as one. By the contract for what a method leaves on its object, it is ready on the
+    /// current stream; its memory is taken to be in that stream's pool (where it was allocated
+    /// is not known, so a `record_stream` on it is never judged useless).
+    pub(super) fn taken_item(&mut self, container: &Expr, span: Span) -> Option<Value> {
+        let dotted = container.dotted()?;
+        if !dotted.starts_with("self.") {
+            return None;
+        }
+        let name = format!("{dotted}[…]");
+        let buffer = self.buffer_at(span, "taken", &name, Memory::Device, Owner::Local);
+        self.unplaced.insert(buffer);
+        let ambient = self.b.ambient();
+        self.b.push(
+            OpKind::Produce {
+                buffer,
+                stream: ambient,
+                how: Production::Entry,
+            },
+            span,
+        );
+        Some(Value::Param(buffer))
+    }
+
     /// By the contract at function boundaries, a value stored on an object the caller passed in
     /// (`batch.images = x.cuda(non_blocking=True)`) goes back to the caller, who uses it on its
     /// current stream. Written on a stream only this body can name (one it made), nothing but
