@@ -698,15 +698,9 @@ impl<'a> Lowerer<'a> {
                     let name = self.value_name("pinned");
                     return self.produce(span, &name, Memory::PinnedHost, Production::Host);
                 }
-                // `self.pending.get(key)`: one of the object's items.
-                if matches!(recv, Value::Unknown) && CONTAINER_LOOKUPS.contains(&method) {
-                    if let Some(item) = self.container_item(receiver, span) {
-                        return item;
-                    }
-                }
-                // `self.stash.pop(key)`: an item the object gives up, now this body's.
-                if matches!(recv, Value::Unknown) && CONTAINER_REMOVALS.contains(&method) {
-                    if let Some(item) = self.taken_item(receiver, span) {
+                // `self.pending.get(key)`, `self.stash.pop(key)`: an item of the object's.
+                if matches!(recv, Value::Unknown) {
+                    if let Some(item) = self.container_call(receiver, method, span) {
                         return item;
                     }
                 }

@@ -162,6 +162,19 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// Confirm the arguments themselves among `values` as tensors; not their elements, whose
+    /// arithmetic is as often on sizes and offsets.
+    fn confirm_arguments(&mut self, values: &[Value]) {
+        for v in values {
+            if let Value::Param(b) = v {
+                let whole = !self.b.body().buffer(*b).name.contains('[');
+                if whole && self.param_buffers.contains(b) {
+                    self.confirmed.insert(*b);
+                }
+            }
+        }
+    }
+
     pub(super) fn attribute(&mut self, expr: &Expr, owner: &Expr, attr: &str) -> Value {
         if let Some(d) = expr.dotted() {
             if let Some(v) = self.env.get(d.as_str()) {

@@ -76,13 +76,6 @@ fn annotation_may_hold_tensors(annotation: &str) -> bool {
         || CONTAINERS.iter().any(|c| inner.starts_with(c))
 }
 
-/// Methods that hand back an item of a dict and leave it there (`pop` takes it away: the
-/// item is then the method's, not the object's).
-const CONTAINER_LOOKUPS: &[&str] = &["get", "setdefault"];
-
-/// Methods that take an item out of a dict, list or deque.
-const CONTAINER_REMOVALS: &[&str] = &["pop", "popleft", "popitem"];
-
 /// By convention `host_*`, `*_cpu` and `pinned_*` values live in host memory, so no stream work
 /// made them; their place is still not known for sure.
 fn host_named(name: &str) -> bool {
@@ -653,19 +646,6 @@ impl<'a> Lowerer<'a> {
     }
 
     /// The value is used where only a tensor fits.
-    /// Confirm the arguments themselves among `values` as tensors; not their elements, whose
-    /// arithmetic is as often on sizes and offsets.
-    fn confirm_arguments(&mut self, values: &[Value]) {
-        for v in values {
-            if let Value::Param(b) = v {
-                let whole = !self.b.body().buffer(*b).name.contains('[');
-                if whole && self.param_buffers.contains(b) {
-                    self.confirmed.insert(*b);
-                }
-            }
-        }
-    }
-
     fn confirm(&mut self, values: &[Value]) {
         for v in values {
             match v {

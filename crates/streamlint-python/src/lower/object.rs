@@ -4,6 +4,12 @@
 
 use super::*;
 
+/// Methods that hand back an item of a dict and leave it there.
+const CONTAINER_LOOKUPS: &[&str] = &["get", "setdefault"];
+
+/// Methods that take an item out of a dict, list or deque: it is then the method's.
+const CONTAINER_REMOVALS: &[&str] = &["pop", "popleft", "popitem"];
+
 impl<'a> Lowerer<'a> {
     /// What `self.x` holds at entry, from the class summary.
     pub(super) fn class_attribute(&mut self, dotted: &str, span: Span) -> Option<Value> {
@@ -122,12 +128,29 @@ impl<'a> Lowerer<'a> {
         Some(Value::Param(buffer))
     }
 
+    /// A method of one of the object's containers that hands back an item: a lookup
+    /// (`self.pending.get(key)`) or a removal (`self.stash.pop(key)`).
+    pub(super) fn container_call(
+        &mut self,
+        container: &Expr,
+        method: &str,
+        span: Span,
+    ) -> Option<Value> {
+        if CONTAINER_LOOKUPS.contains(&method) {
+            self.container_item(container, span)
+        } else if CONTAINER_REMOVALS.contains(&method) {
+            self.taken_item(container, span)
+        } else {
+            None
+        }
+    }
+
     /// An item taken out of one of the object's containers (`self.stash.pop(key)`): the object
     /// no longer holds it, so it is this body's, freed when the body lets go of it, a tensor if
     /// used as one. By the contract for what a method leaves on its object, it is ready on the
     /// current stream; its memory is taken to be in that stream's pool (where it was allocated
     /// is not known, so a `record_stream` on it is never judged useless).
-    pub(super) fn taken_item(&mut self, container: &Expr, span: Span) -> Option<Value> {
+    fn taken_item(&mut self, container: &Expr, span: Span) -> Option<Value> {
         let dotted = container.dotted()?;
         if !dotted.starts_with("self.") {
             return None;
