@@ -6,7 +6,7 @@
 use rustc_hash::FxHashSet;
 
 use crate::names::Imports;
-use crate::syntax::{Expr, Operator};
+use crate::syntax::{Expr, Keyword, Operator};
 
 /// What a call of a known free function does.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -68,13 +68,42 @@ const MAPPING_HELPERS: &[(&str, usize, usize, &str)] = &[
     ),
 ];
 
-/// Where a mapping helper (`tree_map(fn, batch)`) takes the function and the structure: the
-/// function's position and keyword, and the structure's position.
-pub fn mapping_helper(qualified: &str) -> Option<(usize, &'static str, usize)> {
-    MAPPING_HELPERS
+/// A mapping helper called with a lambda (`tree_map(lambda t: t.cuda(), batch)`): the lambda
+/// and the structure it is mapped over.
+pub struct MappedLambda<'e> {
+    pub params: &'e [String],
+    pub body: &'e Expr,
+    pub span: streamlint_graph::Span,
+    pub structure: &'e Expr,
+}
+
+/// The lambda a mapping helper applies, if the call is one with a lambda. Asked of every call,
+/// so a call without a lambda argument costs no name lookup.
+pub fn mapped_lambda<'e>(
+    func: &Expr,
+    args: &'e [Expr],
+    keywords: &'e [Keyword],
+    imports: &Imports,
+) -> Option<MappedLambda<'e>> {
+    let lambda = |e: &Expr| matches!(e, Expr::Lambda { .. });
+    if !args.iter().any(lambda) && !keywords.iter().any(|k| lambda(&k.value)) {
+        return None;
+    }
+    let qualified = imports.qualify(func)?;
+    let &(_, at, structure, keyword) = MAPPING_HELPERS
         .iter()
-        .find(|(name, ..)| *name == qualified)
-        .map(|&(_, function, structure, keyword)| (function, keyword, structure))
+        .find(|(name, ..)| *name == qualified)?;
+    let Expr::Lambda { params, body, span } =
+        args.get(at).or_else(|| Expr::keyword(keywords, keyword))?
+    else {
+        return None;
+    };
+    Some(MappedLambda {
+        params,
+        body,
+        span: *span,
+        structure: args.get(structure)?,
+    })
 }
 
 /// Does the function list the tensors of a nested structure (`tree_leaves(batch)`)? A loop over

@@ -178,11 +178,7 @@ impl Scan<'_> {
         else {
             return None;
         };
-        let (at, keyword, _) = crate::api::mapping_helper(&self.imports.qualify(func)?)?;
-        match args.get(at).or_else(|| Expr::keyword(keywords, keyword))? {
-            Expr::Lambda { body, .. } => Some(body),
-            _ => None,
-        }
+        crate::api::mapped_lambda(func, args, keywords, self.imports).map(|m| m.body)
     }
 
     /// `self.m` for a method `m` of this class.

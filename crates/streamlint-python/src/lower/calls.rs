@@ -267,20 +267,19 @@ impl<'a> Lowerer<'a> {
         args: &[Expr],
         keywords: &[Keyword],
     ) -> Option<Value> {
-        let qualified = self.cx.imports.qualify(func)?;
-        let (at, keyword, structure) = crate::api::mapping_helper(&qualified)?;
-        let function = args.get(at).or_else(|| Expr::keyword(keywords, keyword))?;
-        let Expr::Lambda { params, body, span } = function else {
-            return None;
-        };
+        let crate::api::MappedLambda {
+            params,
+            body,
+            span,
+            structure: data,
+        } = crate::api::mapped_lambda(func, args, keywords, self.cx.imports)?;
         let param = params.first()?;
-        let data = args.get(structure)?;
         let tree = self.eval(data);
         let element = self.element_of(
             &tree,
             &Expr::Name {
                 id: param.clone(),
-                span: *span,
+                span,
             },
         );
         let shadowed = self.env.get(param.as_str()).cloned();
