@@ -185,7 +185,7 @@ impl<'a> Lowerer<'a> {
                     StreamOrigin::Created | StreamOrigin::Temporary
                 )
         };
-        let left: Vec<(BufferId, Span)> = self
+        let mut left: Vec<(BufferId, Span)> = self
             .left_on_arguments
             .iter()
             .copied()
@@ -204,6 +204,9 @@ impl<'a> Lowerer<'a> {
                 })
             })
             .collect();
+        // A loop's trial pass and its real pass store the same value.
+        left.sort_unstable();
+        left.dedup();
         for (buffer, span) in left {
             self.b.push(
                 OpKind::Escape {
