@@ -232,6 +232,9 @@ pub enum OpKind {
     HostRead { buffer: BufferId },
     /// The host writes a host buffer.
     HostWrite { buffer: BufferId },
+    /// The code tests where `buffer` lives (`t.is_cuda`, `t.device == d`): past the test it
+    /// knows whether the value is device memory, and may act on that.
+    DeviceTest { buffer: BufferId },
     /// The allocator is told that `stream` uses `buffer` (PyTorch `record_stream`).
     RecordStream { buffer: BufferId, stream: StreamId },
     /// `waiter` waits for all work enqueued on `waitee` so far.

@@ -18,7 +18,7 @@ pub use access_set::AccessSet;
 pub use analysis::Analysis;
 pub use deadline::Deadline;
 pub use ir::*;
-pub use state::{BufferState, EventState, Recorded, State};
+pub use state::{BufferState, DeviceTested, EventState, Recorded, State};
 pub use summary::{Effect, Handed, Passed, Summary};
 
 #[cfg(test)]

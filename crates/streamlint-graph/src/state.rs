@@ -51,6 +51,34 @@ pub struct BufferState {
     pub recorded: BTreeSet<StreamId>,
     /// The value may have left the body's control.
     pub escaped: bool,
+    /// Where the code tests where the value lives, on the paths here.
+    pub device_tested: DeviceTested,
+}
+
+/// Whether the code has tested where a value lives (`t.is_cuda`): a value from the caller may be
+/// host or device memory, and a function that tests that on some path but not on another acts,
+/// on the other, on a value it itself does not trust to be on the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceTested {
+    /// The first test on some path here.
+    pub somewhere: Option<OpId>,
+    /// Every path here passes a test.
+    pub on_every_path: bool,
+}
+
+impl DeviceTested {
+    /// Tested on some path here, but not on all of them.
+    pub fn only_on_some_paths(&self) -> Option<OpId> {
+        self.somewhere.filter(|_| !self.on_every_path)
+    }
+
+    fn meet(&mut self, other: &DeviceTested) {
+        self.somewhere = match (self.somewhere, other.somewhere) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        self.on_every_path &= other.on_every_path;
+    }
 }
 
 impl BufferState {
@@ -61,6 +89,8 @@ impl BufferState {
             && self.uses.is_subset(&other.uses)
             && self.recorded.is_subset(&other.recorded)
             && (other.escaped || !self.escaped)
+            && (other.device_tested.somewhere.is_some() || self.device_tested.somewhere.is_none())
+            && (!other.device_tested.on_every_path || self.device_tested.on_every_path)
     }
 }
 
@@ -272,6 +302,7 @@ impl State {
                         uses: one,
                         recorded: BTreeSet::new(),
                         escaped: false,
+                        device_tested: DeviceTested::default(),
                     }),
                 );
             }
@@ -297,6 +328,13 @@ impl State {
                 }
             }
             OpKind::HostRead { .. } | OpKind::HostWrite { .. } | OpKind::SetStream { .. } => {}
+            OpKind::DeviceTest { buffer } => {
+                if let Some(b) = self.buffers.get_mut(&buffer) {
+                    let tested = &mut Rc::make_mut(b).device_tested;
+                    tested.somewhere.get_or_insert(id);
+                    tested.on_every_path = true;
+                }
+            }
             OpKind::GuardTaken { buffer, stream } => {
                 self.guards.insert(buffer, (stream, id, None));
             }
@@ -457,6 +495,7 @@ impl State {
                     // the value is `None` (`if t is not None: t.record_stream(s)`).
                     ours.recorded.extend(theirs.recorded.iter().copied());
                     ours.escaped |= theirs.escaped;
+                    ours.device_tested.meet(&theirs.device_tested);
                 }
                 None => {
                     self.buffers.insert(*id, theirs.clone());

@@ -355,6 +355,31 @@ fn a_sync_on_one_branch_does_not_count_after_the_join() {
     assert_eq!(before(&body, r).unordered_writes(x, side).len(), 1);
 }
 
+/// A residence test on one branch only is a test on some paths after the join; one before the
+/// branch is a test on every path.
+#[test]
+fn a_device_test_on_one_branch_is_not_on_every_path() {
+    let (mut b, main, _side) = builder();
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    let entry = b.current();
+    let then = b.new_block();
+    let join = b.new_block();
+    b.edge(entry, then);
+    b.edge(entry, join);
+    b.switch_to(then);
+    let test = b.push(OpKind::DeviceTest { buffer: x }, Span::default());
+    b.edge(then, join);
+    b.switch_to(join);
+    let r = read(&mut b, x, main);
+    b.push(OpKind::DeviceTest { buffer: x }, Span::default());
+    let after = read(&mut b, x, main);
+    let body = b.finish();
+    let tested = |op| before(&body, op).buffer(x).unwrap().device_tested;
+    assert_eq!(tested(r).only_on_some_paths(), Some(test));
+    assert_eq!(tested(after).only_on_some_paths(), None);
+}
+
 /// A write in a loop body after the only wait: the next iteration's read races with it.
 #[test]
 fn loop_carried_hazards_are_found() {

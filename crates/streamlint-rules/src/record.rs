@@ -1,8 +1,8 @@
 //! SL002 record-stream-wrong-stream: a `record_stream` that protects nothing.
 
 use streamlint_graph::{
-    Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Owner, Production, State, StreamId,
-    StreamOrigin,
+    Body, BufferId, BufferState, EscapeKind, Memory, Op, OpId, OpKind, Owner, Production, State,
+    StreamId, StreamOrigin,
 };
 
 use crate::{Context, Finding, Label, Rule, Severity};
@@ -35,10 +35,22 @@ impl Rule for RecordStreamWrongStream {
             span: cx.span(b.produced_at),
             message: format!("allocated on {}", cx.stream_name(alloc)),
         };
+        let mut labels = vec![alloc_label];
         let (message, help) = if cx.body.buffer(buffer).memory != Memory::Device {
             (
                 format!("`record_stream` on `{name}`, a host tensor: only device memory from the caching allocator can be recorded, and a CPU tensor raises at run time"),
                 "remove the call; if a non-blocking copy reads this buffer, keep the buffer alive until an event recorded after the copy has completed".to_string(),
+            )
+        } else if let Some(test) = residence_in_doubt(cx.body, buffer, b) {
+            // The caller's values, whose residence the code itself tests elsewhere: on this
+            // path it records one it has not tested.
+            labels = vec![Label {
+                span: cx.span(test),
+                message: "tested here, on another path".to_string(),
+            }];
+            (
+                format!("`record_stream` on `{name}`, which may be a host tensor: the code tests where these values live on another path but not on this one, and `record_stream` raises on a CPU tensor"),
+                "record only values known to be on the device: test this one on this path too (`.is_cuda`, or its `.device`) before recording it".to_string(),
             )
         } else if stream == alloc
             && known_allocation(b.how)
@@ -70,11 +82,21 @@ impl Rule for RecordStreamWrongStream {
                 severity: Severity::Error,
                 message,
                 span: op.span,
-                labels: vec![alloc_label],
+                labels,
                 help: Some(help),
             },
         );
     }
+}
+
+/// Where the code tests the residence of `buffer`, a value the caller made, on another path
+/// than this one: the code does not trust it to be device memory.
+fn residence_in_doubt(body: &Body, buffer: BufferId, state: &BufferState) -> Option<OpId> {
+    let received = state.how == Production::Entry && body.buffer(buffer).owner == Owner::Caller;
+    state
+        .device_tested
+        .only_on_some_paths()
+        .filter(|_| received)
 }
 
 /// Was the buffer allocated here, on a known stream (not received, not returned by an unseen

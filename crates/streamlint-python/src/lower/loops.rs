@@ -242,6 +242,16 @@ impl<'a> Lowerer<'a> {
                 }
             }
         }
+        // `for t in d.values()` on the caller's dict: its items, as `d.items()` gives them.
+        if let Some((Some(f), args)) = &call {
+            let dict = f.strip_suffix(".values").filter(|d| !d.contains('.'));
+            if let (Some(Value::Param(dict)), true) =
+                (dict.and_then(|d| self.env.get(d)), args.is_empty())
+            {
+                let dict = Value::Param(*dict);
+                return self.element_of(&dict, target);
+            }
+        }
         match call {
             Some((Some(f), _)) if f == "range" => {
                 self.eval(iter);

@@ -99,6 +99,7 @@ impl<'a> Lowerer<'a> {
                 if !t.local_tensors().is_empty() {
                     self.host_read(&t, *span);
                 }
+                self.note_device_tests(test, test.span());
                 let from = self.b.current();
                 let before = self.env.clone();
                 let before_current = self.current;

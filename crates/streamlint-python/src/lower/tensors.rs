@@ -205,3 +205,58 @@ impl<'a> Lowerer<'a> {
         }
     }
 }
+
+/// The names whose residence a condition tests: `t.is_cuda`, `t.is_cpu`, `t.device == d`,
+/// `t.device.type in ("cuda", "npu")`, through `and`, `or` and `not`.
+fn device_tested_names<'e>(test: &'e Expr, out: &mut Vec<&'e str>) {
+    let receiver = |e: &'e Expr| match e {
+        Expr::Attribute { value, attr, .. } if attr == "device" => match value.as_ref() {
+            Expr::Name { id, .. } => Some(id.as_str()),
+            _ => None,
+        },
+        Expr::Attribute { value, attr, .. } if attr == "type" => match value.as_ref() {
+            Expr::Attribute { value, attr, .. } if attr == "device" => match value.as_ref() {
+                Expr::Name { id, .. } => Some(id.as_str()),
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
+    };
+    match test {
+        Expr::Attribute { value, attr, .. } if attr == "is_cuda" || attr == "is_cpu" => {
+            if let Expr::Name { id, .. } = value.as_ref() {
+                out.push(id);
+            }
+        }
+        Expr::Operator {
+            op: Operator::Arithmetic | Operator::Identity,
+            operands,
+            ..
+        } => out.extend(operands.iter().filter_map(receiver)),
+        Expr::Operator {
+            op: Operator::And | Operator::Or | Operator::Not,
+            operands,
+            ..
+        } => operands.iter().for_each(|o| device_tested_names(o, out)),
+        _ => {}
+    }
+}
+
+impl<'a> Lowerer<'a> {
+    /// A condition that tests where values live: past it, the code has decided for each
+    /// whether it is device memory (see `OpKind::DeviceTest`).
+    pub(super) fn note_device_tests(&mut self, test: &Expr, span: Span) {
+        let mut names = Vec::new();
+        device_tested_names(test, &mut names);
+        for name in names {
+            let buffers = match self.env.get(name) {
+                Some(v) => v.buffers(),
+                None => continue,
+            };
+            for buffer in buffers {
+                self.b.push(OpKind::DeviceTest { buffer }, span);
+            }
+        }
+    }
+}
