@@ -342,6 +342,9 @@ pub struct Body {
     /// The caller consumes returned values on the ambient stream (PyTorch's current stream).
     /// Not so where the language has no current stream (cudarc, cust): the caller picks one.
     pub returns_to_ambient: bool,
+    /// The caller reads returned host memory on the host at once: the function is a conversion
+    /// to host data (a class's `cpu()`), which for a tensor finishes its copy before returning.
+    pub returns_to_host: bool,
     pub rewrites: Rewrites,
     /// Lowering stopped at the file's deadline: the body holds only part of the function and is
     /// not judged (a missing `record_stream` might be in the part not lowered).
@@ -488,6 +491,7 @@ impl BodyBuilder {
             ambient: StreamId(0),
             device_forbidden: None,
             returns_to_ambient: true,
+            returns_to_host: false,
             rewrites: Rewrites::default(),
             cut_short: false,
             inlined_calls: Vec::new(),
@@ -595,6 +599,11 @@ impl BodyBuilder {
     /// The caller may use returned values on any stream: see [`Body::returns_to_ambient`].
     pub fn caller_picks_stream(&mut self) {
         self.body.returns_to_ambient = false;
+    }
+
+    /// The caller reads returned host memory at once: see [`Body::returns_to_host`].
+    pub fn caller_reads_on_host(&mut self) {
+        self.body.returns_to_host = true;
     }
     pub fn stream_mut(&mut self, id: StreamId) -> &mut Stream {
         &mut self.body.streams[id.index()]

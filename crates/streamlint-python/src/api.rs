@@ -33,6 +33,9 @@ pub enum ApiCall {
     WaitStreamWrapper,
     /// A project function that synchronizes the device.
     SynchronizeWrapper,
+    /// A data-parallel wrapper of a module (`DistributedDataParallel`, FSDP, `fully_shard`):
+    /// its constructor works on the module's tensors on the current stream.
+    DataParallelWrap,
 }
 
 /// Helpers that apply a function to every tensor of a nested structure (dicts, lists, tuples,
@@ -555,6 +558,9 @@ impl ApiModel {
         if qualified.contains("()") {
             // A method of something a call returned: not a module-level function.
             return None;
+        }
+        if last.ends_with("DataParallel") || last == "fully_shard" {
+            return Some(ApiCall::DataParallelWrap);
         }
         if self.record_stream_wrappers.contains(qualified)
             || self.record_stream_wrappers.contains(last)

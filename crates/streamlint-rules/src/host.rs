@@ -2,7 +2,7 @@
 //! copying into (a `non_blocking` device-to-host copy) or out of (a pending `non_blocking`
 //! host-to-device copy from pinned memory).
 
-use streamlint_graph::{Body, Memory, Op, OpId, OpKind, State};
+use streamlint_graph::{Body, EscapeKind, Memory, Op, OpId, OpKind, State};
 
 use crate::{Context, Finding, Label, Rule, Severity};
 
@@ -23,12 +23,21 @@ impl Rule for UnsynchronizedHostAccess {
             OpKind::HostRead { buffer } => (buffer, false),
             // Freeing host memory a copy still uses is as bad as writing it.
             OpKind::HostWrite { buffer } | OpKind::Release { buffer, .. } => (buffer, true),
+            // `def cpu(self)` returning it: the caller reads it as it would a tensor's `cpu()`.
+            OpKind::Escape {
+                buffer,
+                kind: EscapeKind::Caller,
+            } if cx.body.returns_to_host => (buffer, false),
             _ => return,
         };
+        let returned = matches!(op.kind, OpKind::Escape { .. });
         let Some(b) = state.buffer(buffer) else {
             return;
         };
         let memory = cx.body.buffer(buffer).memory;
+        if returned && memory == Memory::Device {
+            return;
+        }
         let pending = if write {
             // Only pinned sources are read by the copy asynchronously; pageable ones are staged
             // before the copy call returns.
@@ -56,6 +65,13 @@ impl Rule for UnsynchronizedHostAccess {
                 format!("`{name}` is written on the host while a non-blocking copy on {s} may still be reading it: the device can receive the new values"),
                 format!("copied to the device on {s} here"),
                 format!("synchronize the copy first (record an event after it on {s} and call `event.synchronize()`), or copy from a fresh pinned buffer"),
+            )
+        } else if returned {
+            let method = &cx.body.name;
+            (
+                format!("`{name}` is returned by `{method}()` before the non-blocking copy on {s} that fills it has finished: callers of `.{method}()` read the result on the host at once, as they would a tensor's"),
+                format!("copied from the device on {s} here"),
+                format!("finish the copy before returning: record an event on {s} after it and call `event.synchronize()`, or copy with `non_blocking=False`"),
             )
         } else {
             (

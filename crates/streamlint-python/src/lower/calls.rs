@@ -2,6 +2,20 @@
 
 use super::*;
 
+/// Methods that store their arguments in a container.
+const CONTAINER_METHODS: &[&str] = &[
+    "append",
+    "extend",
+    "insert",
+    "add",
+    "put",
+    "put_nowait",
+    "appendleft",
+    "setdefault",
+    "update",
+    "push",
+];
+
 impl<'a> Lowerer<'a> {
     pub(super) fn call(
         &mut self,
@@ -37,6 +51,10 @@ impl<'a> Lowerer<'a> {
         let api = match root.and_then(|r| self.env.get(r)) {
             _ if held_module.is_some() => {
                 held_module.and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
+            }
+            // `DP(module=m)` for `DP` bound to a data-parallel wrapper class.
+            Some(Value::DataParallelWrapper) if matches!(func, Expr::Name { .. }) => {
+                return self.data_parallel_wrap(args, keywords, span);
             }
             // `dm.current_stream()` for `dm` bound to a device module.
             Some(Value::Module(module)) => {
@@ -255,7 +273,9 @@ impl<'a> Lowerer<'a> {
         }
         let inputs = self.tensor_buffers(&vals);
         self.read_all(&inputs, span);
-        Value::Unknown
+        // `self._to(device="cpu", non_blocking=True)`: the object's own transfer helper.
+        self.host_transfer_call(&Value::Unknown, args, keywords, span)
+            .unwrap_or(Value::Unknown)
     }
 
     /// `tree_map(lambda t: t.to("cuda", non_blocking=True), batch)`: the lambda's body run on
@@ -506,6 +526,7 @@ impl<'a> Lowerer<'a> {
                 }
                 Value::Work(self.current)
             }
+            ApiCall::DataParallelWrap => self.data_parallel_wrap(args, keywords, span),
             ApiCall::RecordStreamWrapper => {
                 let vals = self.eval_args(args, keywords);
                 if let (Some(t), Some(s_expr)) = (vals.first(), args.get(1)) {
@@ -696,6 +717,9 @@ impl<'a> Lowerer<'a> {
                 if method == "pin_memory" {
                     let name = self.value_name("pinned");
                     return self.produce(span, &name, Memory::PinnedHost, Production::Host);
+                }
+                if let Some(copy) = self.host_transfer_call(&recv, args, keywords, span) {
+                    return copy;
                 }
                 // `self.pending.get(key)`, `self.stash.pop(key)`: an item of the object's.
                 if matches!(recv, Value::Unknown) {

@@ -8,7 +8,10 @@ impl<'a> Lowerer<'a> {
         match expr {
             Expr::Name { id, .. } => match self.env.get(id.as_str()) {
                 Some(v) => v.clone(),
-                None => self.module_global(id),
+                None => match self.module_global(id) {
+                    Value::Unknown if self.cx.imports.binds(id) => self.imported_value(expr),
+                    known => known,
+                },
             },
             Expr::Attribute { value, attr, .. } => self.attribute(expr, value, attr),
             Expr::Call {
@@ -143,8 +146,8 @@ impl<'a> Lowerer<'a> {
                     }
                 }
                 for g in generators {
-                    let it = self.eval(&g.iter);
-                    let element = self.element_of(&it, &g.target);
+                    // As a `for` statement binds its names: `enumerate`, `zip`, `d.items()`.
+                    let element = self.loop_element(&g.iter, &g.target);
                     self.assign(&g.target, element, g.target.span());
                     for c in &g.conditions {
                         self.eval(c);
@@ -172,6 +175,16 @@ impl<'a> Lowerer<'a> {
                     self.confirmed.insert(*b);
                 }
             }
+        }
+    }
+
+    /// An imported name used as a value: a data-parallel wrapper class is followed to where it
+    /// is called (`DP = DistributedDataParallel if ddp else FullyShardedDataParallel`).
+    fn imported_value(&self, name: &Expr) -> Value {
+        let qualified = self.cx.imports.qualify(name);
+        match qualified.and_then(|q| self.cx.api.classify(&q)) {
+            Some(ApiCall::DataParallelWrap) => Value::DataParallelWrapper,
+            _ => Value::Unknown,
         }
     }
 

@@ -7,6 +7,7 @@ mod expressions;
 mod flags;
 pub(crate) mod inline;
 mod loops;
+mod modules;
 mod object;
 mod statements;
 mod streams;
@@ -171,6 +172,9 @@ pub struct Lowerer<'a> {
     /// (continue target, break target) of the enclosing loops.
     loops: Vec<(BlockId, BlockId)>,
     loop_depth: usize,
+    /// (name, list) of the enclosing `for name in list:` loops: what a body learns in place
+    /// about the name (a module moved to the device) holds for the list's items too.
+    iterated: Vec<(String, String)>,
     /// Entities by allocation site, so a trial pass and the real pass agree on identities.
     sites: FxHashMap<(Span, String), u32>,
     named_streams: FxHashMap<String, StreamId>,
@@ -253,6 +257,9 @@ impl<'a> Lowerer<'a> {
         if let Some(reason) = role.device_forbidden {
             b.forbid_device(reason);
         }
+        if def.is_some_and(converts_to_host) {
+            b.caller_reads_on_host();
+        }
         let exit = b.new_block();
         let current = b.ambient();
         let mut l = Lowerer {
@@ -275,6 +282,7 @@ impl<'a> Lowerer<'a> {
             exit,
             loops: Vec::new(),
             loop_depth: 0,
+            iterated: Vec::new(),
             sites: FxHashMap::default(),
             named_streams: FxHashMap::default(),
             attribute_buffers: FxHashMap::default(),
@@ -939,20 +947,6 @@ impl<'a> Lowerer<'a> {
 
     // ----- expressions ----------------------------------------------------------------------
 }
-
-/// Methods that store their arguments in a container.
-const CONTAINER_METHODS: &[&str] = &[
-    "append",
-    "extend",
-    "insert",
-    "add",
-    "put",
-    "put_nowait",
-    "appendleft",
-    "setdefault",
-    "update",
-    "push",
-];
 
 /// `if __name__ == "__main__":`
 fn is_main_guard(test: &Expr) -> bool {

@@ -58,7 +58,18 @@ impl<'a> Lowerer<'a> {
                     element,
                     at_least_once,
                 };
+                let iterated = match (target, iter) {
+                    (Expr::Name { id: name, .. }, Expr::Name { id: list, .. }) => {
+                        Some((name.clone(), list.clone()))
+                    }
+                    _ => None,
+                };
+                let named = iterated.is_some();
+                self.iterated.extend(iterated);
                 self.lower_loop(None, Some(loop_target), body, orelse, *span);
+                if named {
+                    self.iterated.pop();
+                }
             }
             Stmt::While {
                 test,
@@ -239,7 +250,9 @@ impl<'a> Lowerer<'a> {
             Stmt::Expr(e) => match self.forwarded_statements(e) {
                 Some(stmts) => self.stmts(&stmts),
                 None => {
-                    self.eval(e);
+                    if !self.moved_module(e) {
+                        self.eval(e);
+                    }
                 }
             },
             Stmt::Break => {

@@ -11,6 +11,16 @@ pub(super) fn staged_production(transfer: bool) -> Production {
     }
 }
 
+/// Methods that give the caller host data to read, as a tensor's `cpu()`, `numpy()` and
+/// `tolist()` do: whoever calls them on an object reads the result at once.
+const HOST_CONVERSIONS: &[&str] = &["cpu", "numpy", "tolist"];
+
+/// Is `def` a class's conversion to host data (`def cpu(self)`)?
+pub(super) fn converts_to_host(def: &FunctionDef) -> bool {
+    HOST_CONVERSIONS.contains(&def.name.as_str())
+        && def.params.first().is_some_and(|p| p.name == "self")
+}
+
 /// Tensor methods that make a new tensor (not views, in-place ops, host reads or stream calls).
 pub(super) fn makes_tensor(method: &str) -> bool {
     TENSOR_METHODS.contains(&method)
@@ -258,5 +268,37 @@ impl<'a> Lowerer<'a> {
                 self.b.push(OpKind::DeviceTest { buffer }, span);
             }
         }
+    }
+
+    /// `obj._to(device="cpu", non_blocking=True)` on an object the analysis does not follow (a
+    /// TensorDict, a dataclass of tensors, the object's own transfer helper): a call asking for
+    /// a non-blocking copy to the host returns host memory the current stream is still filling.
+    pub(super) fn host_transfer_call(
+        &mut self,
+        receiver: &Value,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+    ) -> Option<Value> {
+        if !is_true(self.keyword_arg(keywords, "non_blocking").as_ref()) {
+            return None;
+        }
+        let device = Expr::keyword(keywords, "device").or(args.first())?;
+        if self.target_of(device) != Target::Host {
+            return None;
+        }
+        let sources: Vec<BufferId> = self
+            .tensor_buffers(std::slice::from_ref(receiver))
+            .into_iter()
+            .filter(|b| !self.on_host(*b))
+            .collect();
+        self.read_all(&sources, span);
+        let name = self.value_name("result");
+        Some(self.produce(
+            span,
+            &name,
+            Memory::PinnedHost,
+            Production::DeviceToHost { non_blocking: true },
+        ))
     }
 }

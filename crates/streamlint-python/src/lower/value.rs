@@ -29,6 +29,8 @@ pub(super) enum Value {
     /// A device module bound to a name (`dm = torch.get_device_module(dev)`), by its qualified
     /// name.
     Module(String),
+    /// A data-parallel wrapper class bound to a name (`DP = DistributedDataParallel`).
+    DataParallelWrapper,
     Unknown,
 }
 
@@ -126,6 +128,13 @@ impl Value {
             (Value::StreamContext(Some(s)), Value::Unknown | Value::StreamContext(None))
             | (Value::Unknown | Value::StreamContext(None), Value::StreamContext(Some(s))) => {
                 Value::StreamContext(Some(*s))
+            }
+            // A list of tensors on one path and something untracked on the other: the tensors
+            // may be there.
+            (g @ Value::Group(_), Value::Unknown) | (Value::Unknown, g @ Value::Group(_))
+                if !g.buffers().is_empty() =>
+            {
+                g.clone()
             }
             // A list still empty on one path holds on the other what was put in it.
             (Value::Group(none), g @ Value::Group(_))
