@@ -694,6 +694,15 @@ impl<'a> Lowerer<'a> {
             {
                 self.tensor_method(recv, method, args, keywords, span)
             }
+            // `staged.clear()`: the list lets go of its tensors, which are freed here unless
+            // another name holds them.
+            Value::Group(_) if method == "clear" && args.is_empty() => {
+                if let Expr::Name { id, .. } = receiver {
+                    self.release_name(id, &[], ReleaseCause::Delete, span);
+                    self.bind(id.clone(), Value::Group(Vec::new()));
+                }
+                Value::Unknown
+            }
             Value::Group(_) if matches!(method, "values" | "items" | "keys" | "copy") => {
                 self.eval_args(args, keywords);
                 let held = Value::tensors(recv.buffers());
