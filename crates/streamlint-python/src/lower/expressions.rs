@@ -165,12 +165,12 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// Confirm the arguments themselves among `values` as tensors; not their elements, whose
-    /// arithmetic is as often on sizes and offsets.
+    /// Confirm the arguments themselves among `values` as tensors; not their elements or
+    /// attributes, whose arithmetic is as often on sizes and offsets.
     fn confirm_arguments(&mut self, values: &[Value]) {
         for v in values {
             if let Value::Param(b) = v {
-                let whole = !self.b.body().buffer(*b).name.contains('[');
+                let whole = !self.b.body().buffer(*b).name.contains(['[', '.']);
                 if whole && self.param_buffers.contains(b) {
                     self.confirmed.insert(*b);
                 }
@@ -211,7 +211,12 @@ impl<'a> Lowerer<'a> {
                     _ => Value::Unknown,
                 },
             },
-            _ => Value::Unknown,
+            _ => match (base, expr.dotted()) {
+                (Value::Param(owner), Some(d)) => self
+                    .argument_attribute(&d, owner, attr, expr.span())
+                    .unwrap_or(Value::Unknown),
+                _ => Value::Unknown,
+            },
         }
     }
 

@@ -10,7 +10,87 @@ const CONTAINER_LOOKUPS: &[&str] = &["get", "setdefault"];
 /// Methods that take an item out of a dict, list or deque: it is then the method's.
 const CONTAINER_REMOVALS: &[&str] = &["pop", "popleft", "popitem"];
 
+/// Attributes of a tensor that are not tensors: read on an argument, they say nothing of
+/// whether it holds tensors.
+const TENSOR_PROPERTIES: &[&str] = &[
+    "shape",
+    "dtype",
+    "device",
+    "is_cuda",
+    "is_cpu",
+    "is_meta",
+    "ndim",
+    "requires_grad",
+    "grad_fn",
+    "is_leaf",
+    "layout",
+    "names",
+    "itemsize",
+    "nbytes",
+    "is_sparse",
+    "is_quantized",
+];
+
 impl<'a> Lowerer<'a> {
+    /// `param.grad_buffer`, `batch.images`: an attribute of an object the caller passed in is
+    /// the caller's value too, a tensor if it is used as one, ready on the caller's current
+    /// stream by the contract at function boundaries; what the function leaves on it on
+    /// another stream goes back to the caller with the argument.
+    pub(super) fn argument_attribute(
+        &mut self,
+        dotted: &str,
+        owner: BufferId,
+        attr: &str,
+        span: Span,
+    ) -> Option<Value> {
+        if !self.param_buffers.contains(&owner)
+            || self.confirmed.contains(&owner)
+            || TENSOR_PROPERTIES.contains(&attr)
+            || attr.starts_with("__")
+        {
+            return None;
+        }
+        let buffer = self.buffer_at(
+            Span::default(),
+            "argument-attribute",
+            dotted,
+            Memory::Device,
+            Owner::Caller,
+        );
+        if !self.param_buffers.contains(&buffer) {
+            self.param_buffers.push(buffer);
+        }
+        self.unplaced.insert(buffer);
+        self.entry_ops.push((
+            OpKind::Produce {
+                buffer,
+                stream: self.b.ambient(),
+                how: Production::Entry,
+            },
+            span,
+        ));
+        let value = Value::Param(buffer);
+        self.bind(dotted.to_string(), value.clone());
+        Some(value)
+    }
+
+    /// `x = other`: what `x.attr` held was an attribute of the object `x` named before.
+    pub(super) fn forget_attributes_of(&mut self, name: &str) {
+        let prefix = format!("{name}.");
+        let stale: Vec<std::rc::Rc<str>> = self
+            .env
+            .range::<str, _>((
+                std::ops::Bound::Included(prefix.as_str()),
+                std::ops::Bound::Unbounded,
+            ))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in stale {
+            self.env.remove(&key);
+        }
+    }
+
     /// What `self.x` holds at entry, from the class summary.
     pub(super) fn class_attribute(&mut self, dotted: &str, span: Span) -> Option<Value> {
         let kind = self.class?.attrs.get(dotted)?.clone();

@@ -408,6 +408,7 @@ impl<'a> Lowerer<'a> {
                 let keep = value.buffers();
                 self.release_name(id, &keep, ReleaseCause::Rebind, span);
                 self.remember_global(id, &value);
+                self.forget_attributes_of(id);
                 self.bind(id.clone(), value);
             }
             Expr::Attribute {
