@@ -198,6 +198,26 @@ pub enum EscapeKind {
     /// The body ends with the value stored on an object the caller passed in (`batch.x = t`),
     /// written on a stream only this body can name: the caller uses it on its current stream.
     LeftOnArgument,
+    /// Handed to code on another thread (a queue's `put`, a future's `set_result`), which uses
+    /// it on its current stream: the default stream unless that thread sets one, which is the
+    /// ambient stream here.
+    OtherThread,
+}
+
+impl EscapeKind {
+    /// Is the value next used on the ambient stream by code outside this body (the caller, or
+    /// another thread), which needs it ordered and recorded for that stream?
+    pub fn consumed_on_ambient(self) -> bool {
+        matches!(self, EscapeKind::Caller | EscapeKind::OtherThread)
+    }
+
+    /// Who receives the value and uses it on its current stream, as a message says it.
+    pub fn receiver(self) -> &'static str {
+        match self {
+            EscapeKind::OtherThread => "another thread, which",
+            _ => "the caller, who",
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

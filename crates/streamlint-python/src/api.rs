@@ -256,6 +256,10 @@ const NON_TENSOR_MODULES: &[&str] = &[
     "optim.",
 ];
 
+/// Methods that hand a value to code on another thread: a queue's `put`, a future's
+/// `set_result`. The consumer uses it on its current stream.
+pub const THREAD_QUEUE_PUTS: &[&str] = &["put", "put_nowait", "set_result"];
+
 /// Methods that hand a function and its arguments to another thread or process (executors,
 /// pools, event loops): the arguments leave this function's stream order.
 pub const THREAD_HAND_OFFS: &[&str] =

@@ -54,10 +54,9 @@ impl Rule for MissingRecordStream {
                     );
                 }
             }
-            OpKind::Escape {
-                buffer,
-                kind: EscapeKind::Caller,
-            } => self.check_hand_off(cx, state, buffer, op.span),
+            OpKind::Escape { buffer, kind } if kind.consumed_on_ambient() => {
+                self.check_hand_off(cx, state, buffer, kind, op.span)
+            }
             _ => {}
         }
     }
@@ -249,7 +248,14 @@ impl MissingRecordStream {
     /// A side-stream tensor handed to the caller after the function ordered the current stream
     /// after it: the caller will use and free it on the current stream, which the allocator does
     /// not know about.
-    fn check_hand_off(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, span: Span) {
+    fn check_hand_off(
+        &self,
+        cx: &mut Context<'_>,
+        state: &State,
+        buffer: BufferId,
+        kind: EscapeKind,
+        span: Span,
+    ) {
         let Some(b) = state.buffer(buffer) else {
             return;
         };
@@ -280,13 +286,15 @@ impl MissingRecordStream {
             code: "SL001",
             severity: Severity::Error,
             message: format!(
-                "`{name}` was allocated on {} and is handed to the caller, who uses it on the current stream; without `record_stream` its memory returns to {}'s pool as soon as the caller drops it",
+                "`{name}` was allocated on {} and is handed to {} uses it on the current stream; without `record_stream` its memory returns to {}'s pool as soon as {} drops it",
                 cx.stream_name(alloc),
-                cx.stream_name(alloc)
+                kind.receiver(),
+                cx.stream_name(alloc),
+                if kind == EscapeKind::OtherThread { "that thread" } else { "the caller" },
             ),
             span,
             labels: vec![Label { span: cx.span(b.produced_at), message: format!("allocated on {}", cx.stream_name(alloc)) }],
-            help: cx.record_stream_fix(buffer, ambient).map(|fix| format!("call `{fix}` before returning it")),
+            help: cx.record_stream_fix(buffer, ambient).map(|fix| format!("call `{fix}` before handing it over")),
         };
         cx.report_once(buffer, finding);
     }

@@ -53,10 +53,9 @@ impl Rule for MissingStreamWait {
                 stream,
                 write,
             } => self.check_use(cx, state, buffer, stream, op, write),
-            OpKind::Escape {
-                buffer,
-                kind: EscapeKind::Caller,
-            } if cx.body.returns_to_ambient => {
+            OpKind::Escape { buffer, kind }
+                if kind.consumed_on_ambient() && cx.body.returns_to_ambient =>
+            {
                 self.check_use(cx, state, buffer, cx.body.ambient, op, false)
             }
             OpKind::Escape {
@@ -171,7 +170,12 @@ impl MissingStreamWait {
         } else if left == EscapeKind::LeftOnArgument {
             format!("`{name}` is written on {p} and left on the caller's object when `{}` returns, but {c} never waits for {p}, which the caller cannot name: it uses the value on its current stream, where the write may not have finished", cx.body.name)
         } else if returned {
-            format!("`{name}` is returned to the caller, who uses it on {c}, but {c} never waits for {p}, which produces it")
+            let handed = if left == EscapeKind::OtherThread {
+                "handed to"
+            } else {
+                "returned to"
+            };
+            format!("`{name}` is {handed} {} uses it on {c}, but {c} never waits for {p}, which produces it", left.receiver())
         } else if raw {
             format!("`{name}` is {} on {c} but was written on {p} with no wait in between: {c} can run before {p} has finished{contract}", if write { "written" } else { "read" })
         } else {

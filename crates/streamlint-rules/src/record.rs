@@ -167,7 +167,7 @@ fn streams_using(body: &Body, buffer: BufferId) -> Vec<StreamId> {
             // there on their current stream.
             OpKind::Escape {
                 buffer: b,
-                kind: EscapeKind::Caller | EscapeKind::Attribute,
+                kind: EscapeKind::Caller | EscapeKind::OtherThread | EscapeKind::Attribute,
             } if b == buffer => body.ambient,
             _ => continue,
         };
@@ -193,7 +193,7 @@ fn used_on(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
 /// by the caller on the current stream.
 fn knows_all_uses(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
     let kept = body.ops_iter().any(|(_, op)| {
-        matches!(op.kind, OpKind::Escape { buffer: b, kind } if b == buffer && kind != EscapeKind::Caller)
+        matches!(op.kind, OpKind::Escape { buffer: b, kind } if b == buffer && !kind.consumed_on_ambient())
     });
     let local_stream = matches!(
         body.stream(stream).origin,

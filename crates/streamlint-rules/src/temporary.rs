@@ -1,7 +1,7 @@
 //! SL005 temporary-stream: work on a stream nothing can wait on or order (a stream expression
 //! never bound to a name), and streams created once when the code is loaded.
 
-use streamlint_graph::{Body, EscapeKind, Op, OpId, OpKind, State, StreamId, StreamOrigin};
+use streamlint_graph::{Body, Op, OpId, OpKind, State, StreamId, StreamOrigin};
 
 use crate::{Context, Finding, Label, Rule, Severity, Subject};
 
@@ -29,10 +29,9 @@ impl Rule for TemporaryStream {
                 stream,
                 write,
             } => (buffer, stream, write),
-            OpKind::Escape {
-                buffer,
-                kind: EscapeKind::Caller,
-            } => (buffer, cx.body.ambient, false),
+            OpKind::Escape { buffer, kind } if kind.consumed_on_ambient() => {
+                (buffer, cx.body.ambient, false)
+            }
             _ => return,
         };
         let mut races = state.unordered_writes(buffer, consumer);

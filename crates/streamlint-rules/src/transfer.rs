@@ -37,10 +37,7 @@ impl Rule for TransferInSideStream {
                     self.check_record(cx, state, buffer, op, &[ambient]);
                 }
             }
-            OpKind::Escape {
-                buffer,
-                kind: EscapeKind::Caller,
-            } => {
+            OpKind::Escape { buffer, kind } if kind.consumed_on_ambient() => {
                 // The caller orders its uses after a copy on the stream it passed in.
                 let callers = !cx.body.returns_to_ambient
                     || state
@@ -91,12 +88,17 @@ impl TransferInSideStream {
         let Some(b) = state.buffer(buffer) else {
             return false;
         };
+        // What an event handed over with the value covers is the receiver's to wait for.
+        let pending = state
+            .unordered_writes(buffer, consumer)
+            .iter()
+            .any(|&(_, w)| !(returned && state.handed_off(w)));
         // A wait that ordered nothing (self-wait, unrecorded event) is the root cause there.
         if !is_side_stream_transfer(cx.body, b)
             || cx.is_temporary(b.alloc_stream)
             || cx.noop_wait_explains(state, consumer)
             || cx.stream_ended(state, b.alloc_stream)
-            || state.unordered_writes(buffer, consumer).is_empty()
+            || !pending
         {
             return false;
         }
@@ -121,6 +123,12 @@ impl TransferInSideStream {
         );
         let use_text = if on_argument {
             format!("left on the caller's object, which the caller uses on {c}")
+        } else if let OpKind::Escape {
+            kind: EscapeKind::OtherThread,
+            ..
+        } = op.kind
+        {
+            format!("handed to another thread, which uses it on {c}")
         } else if returned {
             format!("returned to the caller, who uses it on {c}")
         } else {
@@ -161,14 +169,14 @@ impl TransferInSideStream {
         };
         // A value the object (or a container) also keeps is still handed to the caller, who
         // uses it on its own stream: whoever frees it later does not wait for that use.
-        let to_caller = matches!(
-            op.kind,
-            OpKind::Escape {
-                kind: EscapeKind::Caller,
-                ..
-            }
-        );
+        let to_caller =
+            matches!(op.kind, OpKind::Escape { kind, .. } if kind.consumed_on_ambient());
         if !transfer_lifetime_is_sl004(cx.body, b) || (b.escaped && !to_caller) {
+            return;
+        }
+        // An event handed over with the value gives its receiver the ordering, and with it the
+        // lifetime: the receiver records its stream once it has waited (as for SL001).
+        if to_caller && b.writes.iter().any(|&(_, w)| state.handed_off(w)) {
             return;
         }
         let Some(&consumer) = users
@@ -182,10 +190,13 @@ impl TransferInSideStream {
             cx.stream_name(b.alloc_stream).to_string(),
             cx.stream_name(consumer).to_string(),
         );
-        let what = if matches!(op.kind, OpKind::Escape { .. }) {
-            "handed to the caller"
-        } else {
-            "freed"
+        let what = match op.kind {
+            OpKind::Escape {
+                kind: EscapeKind::OtherThread,
+                ..
+            } => "handed to another thread",
+            OpKind::Escape { .. } => "handed to the caller",
+            _ => "freed",
         };
         cx.report_once(buffer, Finding {
             fix: None,

@@ -8,8 +8,6 @@ const CONTAINER_METHODS: &[&str] = &[
     "extend",
     "insert",
     "add",
-    "put",
-    "put_nowait",
     "appendleft",
     "setdefault",
     "update",
@@ -610,6 +608,17 @@ impl<'a> Lowerer<'a> {
         span: Span,
     ) -> Value {
         if matches!(method, "discard" | "remove") && self.shrink_local_list(receiver, &recv, args) {
+            return Value::Unknown;
+        }
+        if THREAD_QUEUE_PUTS.contains(&method)
+            && !matches!(recv, Value::Stream(_) | Value::Event(_))
+        {
+            // `frames.put(t)`, `future.set_result(t)`: a consumer on another thread takes the
+            // value (with any event given along) and uses it on its current stream.
+            let vals = self.eval_args(args, keywords);
+            if let Some(item) = vals.first() {
+                self.escape(item, EscapeKind::OtherThread, span);
+            }
             return Value::Unknown;
         }
         if CONTAINER_METHODS.contains(&method)
