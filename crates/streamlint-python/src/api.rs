@@ -260,6 +260,10 @@ const NON_TENSOR_MODULES: &[&str] = &[
 /// `set_result`. The consumer uses it on its current stream.
 pub const THREAD_QUEUE_PUTS: &[&str] = &["put", "put_nowait", "set_result"];
 
+/// Methods, called with no positional argument, that take a value another thread handed over:
+/// a queue's `get`, a future's `result`.
+pub const THREAD_QUEUE_GETS: &[&str] = &["get", "get_nowait", "result"];
+
 /// Methods that hand a function and its arguments to another thread or process (executors,
 /// pools, event loops): the arguments leave this function's stream order.
 pub const THREAD_HAND_OFFS: &[&str] =

@@ -621,6 +621,13 @@ impl<'a> Lowerer<'a> {
             }
             return Value::Unknown;
         }
+        if THREAD_QUEUE_GETS.contains(&method)
+            && args.is_empty()
+            && matches!(recv, Value::Unknown | Value::Param(_))
+        {
+            self.eval_args(args, keywords);
+            return self.from_other_thread(span);
+        }
         if CONTAINER_METHODS.contains(&method)
             && !matches!(recv, Value::Stream(_) | Value::Event(_))
         {

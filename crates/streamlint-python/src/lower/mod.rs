@@ -33,7 +33,7 @@ use streamlint_graph::{
 
 use crate::api::{
     ApiCall, HOST_READ_BUILTINS, HOST_READ_METHODS, METADATA_METHODS, NEUTRAL_BUILTINS,
-    TENSOR_METHODS, THREAD_HAND_OFFS, THREAD_QUEUE_PUTS, VIEW_METHODS,
+    TENSOR_METHODS, THREAD_HAND_OFFS, THREAD_QUEUE_GETS, THREAD_QUEUE_PUTS, VIEW_METHODS,
 };
 use crate::context::{ModuleContext, Role};
 use crate::summary::{AttrKind, ClassSummary};

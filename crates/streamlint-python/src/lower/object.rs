@@ -74,6 +74,27 @@ impl<'a> Lowerer<'a> {
         Some(value)
     }
 
+    /// `batch = frames.get()`, `future.result()`: a value another thread handed over, made
+    /// on its current stream (the default stream unless it set one, the ambient stream here)
+    /// and ready there, by the contract its producer is judged by (see
+    /// `EscapeKind::OtherThread`). A tensor if used as one; its order is judged, not its
+    /// lifetime.
+    pub(super) fn from_other_thread(&mut self, span: Span) -> Value {
+        let name = self.value_name("item");
+        let buffer = self.buffer_at(span, "from-thread", &name, Memory::Device, Owner::Caller);
+        self.unplaced.insert(buffer);
+        let ambient = self.b.ambient();
+        self.b.push(
+            OpKind::Produce {
+                buffer,
+                stream: ambient,
+                how: Production::Entry,
+            },
+            span,
+        );
+        Value::Param(buffer)
+    }
+
     /// `x = other`: what `x.attr` held was an attribute of the object `x` named before.
     pub(super) fn forget_attributes_of(&mut self, name: &str) {
         let prefix = format!("{name}.");
