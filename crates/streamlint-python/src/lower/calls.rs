@@ -626,7 +626,7 @@ impl<'a> Lowerer<'a> {
             && matches!(recv, Value::Unknown | Value::Param(_))
         {
             self.eval_args(args, keywords);
-            return self.from_other_thread(span);
+            return self.handed_over_by_thread(span);
         }
         if CONTAINER_METHODS.contains(&method)
             && !matches!(recv, Value::Stream(_) | Value::Event(_))

@@ -79,7 +79,7 @@ impl<'a> Lowerer<'a> {
     /// and ready there, by the contract its producer is judged by (see
     /// `EscapeKind::OtherThread`). A tensor if used as one; its order is judged, not its
     /// lifetime.
-    pub(super) fn from_other_thread(&mut self, span: Span) -> Value {
+    pub(super) fn handed_over_by_thread(&mut self, span: Span) -> Value {
         let name = self.value_name("item");
         let buffer = self.buffer_at(span, "from-thread", &name, Memory::Device, Owner::Caller);
         self.unplaced.insert(buffer);
