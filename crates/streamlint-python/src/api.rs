@@ -533,7 +533,11 @@ impl ApiModel {
         self.device_modules.contains(qualified)
             || ["get_device_module()", "get_accelerator()"]
                 .iter()
-                .any(|h| qualified == *h || qualified.ends_with(&format!(".{h}")))
+                .any(|h| {
+                    qualified
+                        .strip_suffix(h)
+                        .is_some_and(|rest| rest.is_empty() || rest.ends_with('.'))
+                })
     }
 
     /// Classify a call by the qualified name of its callee.

@@ -113,7 +113,7 @@ impl Imports {
     /// the chain keep their parentheses: `get_accelerator().Stream` →
     /// `deepspeed.accelerator.get_accelerator().Stream`.
     pub fn qualify(&self, expr: &Expr) -> Option<String> {
-        let mut out = String::new();
+        let mut out = String::with_capacity(64);
         self.push_qualified(expr, &mut out).then_some(out)
     }
 

@@ -285,10 +285,9 @@ impl Expr {
         }
     }
 
-    /// `a.b.c` as a dotted string when the expression is a plain name chain.
     /// `a.b.c` for a name or a chain of attributes on one.
     pub fn dotted(&self) -> Option<String> {
-        let mut out = String::new();
+        let mut out = String::with_capacity(48);
         self.push_dotted(&mut out).then_some(out)
     }
 

@@ -97,15 +97,20 @@ impl<'a> Lowerer<'a> {
 
     /// `x = other`: what `x.attr` held was an attribute of the object `x` named before.
     pub(super) fn forget_attributes_of(&mut self, name: &str) {
-        let prefix = format!("{name}.");
+        use std::ops::Bound;
+        // Keys that extend `name` with a character up to '.' follow it in the map's order,
+        // those with '.' among them; no key of an identifier extends it with one before.
         let stale: Vec<std::rc::Rc<str>> = self
             .env
-            .range::<str, _>((
-                std::ops::Bound::Included(prefix.as_str()),
-                std::ops::Bound::Unbounded,
-            ))
-            .take_while(|(k, _)| k.starts_with(&prefix))
-            .map(|(k, _)| k.clone())
+            .range::<str, _>((Bound::Excluded(name), Bound::Unbounded))
+            .map(|(k, _)| k)
+            .take_while(|k| {
+                k.strip_prefix(name)
+                    .and_then(|rest| rest.chars().next())
+                    .is_some_and(|c| c <= '.')
+            })
+            .filter(|k| k[name.len()..].starts_with('.'))
+            .cloned()
             .collect();
         for key in stale {
             self.env.remove(&key);
