@@ -316,10 +316,8 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `out = make_output(n)` from code the analysis does not see, then `out.copy_(x)`: an
-    /// in-place tensor op says the name holds a device tensor. From then on it is one, made
-    /// before this point with nothing known to be pending on it, and not this body's to free
-    /// (whoever made it may keep it): its order is judged, not its lifetime.
-    fn made_elsewhere(
+    /// in-place tensor op says the name holds a device tensor (see `made_elsewhere`).
+    fn made_elsewhere_by_method(
         &mut self,
         receiver: &Expr,
         recv: &Value,
@@ -333,12 +331,22 @@ impl<'a> Lowerer<'a> {
         if !in_place || !TENSOR_METHODS.contains(&method) || !matches!(recv, Value::Unknown) {
             return None;
         }
-        if !matches!(self.env.get(id.as_str()), Some(Value::Unknown)) {
+        self.made_elsewhere(id, span)
+    }
+
+    /// A name holding what code the analysis does not see returned, found to be a device
+    /// tensor (an in-place op on it, a collective given it). From then on it is one, made
+    /// before this point with nothing known to be pending on it, and not this body's to free
+    /// (whoever made it may keep it): its order is judged, not its lifetime.
+    fn made_elsewhere(&mut self, id: &str, span: Span) -> Option<Value> {
+        if !matches!(self.env.get(id), Some(Value::Unknown)) {
             return None;
         }
         let buffer = self.buffer_at(span, "made-elsewhere", id, Memory::Device, Owner::Caller);
         self.unplaced.insert(buffer);
-        let stream = self.current;
+        // Where it was allocated is not known; it was made under the caller's current stream,
+        // not the block's this point may be in.
+        let stream = self.b.ambient();
         self.b.push(
             OpKind::Produce {
                 buffer,
@@ -348,7 +356,7 @@ impl<'a> Lowerer<'a> {
             span,
         );
         let value = Value::Tensors(vec![buffer]);
-        self.bind(id.clone(), value.clone());
+        self.bind(id.to_string(), value.clone());
         Some(value)
     }
 
@@ -508,8 +516,14 @@ impl<'a> Lowerer<'a> {
                 }
             }
             ApiCall::Collective => {
-                let vals = self.eval_args(args, keywords);
                 let tensor_args = crate::api::collective_tensor_args(qualified);
+                // `dist.all_reduce(buf)` on what an unseen call returned: a device tensor.
+                for arg in args.iter().take(tensor_args) {
+                    if let Expr::Name { id, .. } = arg {
+                        self.made_elsewhere(id, span);
+                    }
+                }
+                let vals = self.eval_args(args, keywords);
                 let firsts: Vec<Value> = vals.iter().take(tensor_args).cloned().collect();
                 self.confirm(&firsts);
                 let tensors = self.tensor_buffers(&vals);
@@ -735,7 +749,7 @@ impl<'a> Lowerer<'a> {
                 self.tensor_method(Value::Unknown, method, args, keywords, span)
             }
             _ => {
-                if let Some(made) = self.made_elsewhere(receiver, &recv, method, span) {
+                if let Some(made) = self.made_elsewhere_by_method(receiver, &recv, method, span) {
                     return self.tensor_method(made, method, args, keywords, span);
                 }
                 let vals = self.eval_args(args, keywords);
