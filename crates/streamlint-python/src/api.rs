@@ -71,40 +71,58 @@ const MAPPING_HELPERS: &[(&str, usize, usize, &str)] = &[
     ),
 ];
 
-/// A mapping helper called with a lambda (`tree_map(lambda t: t.cuda(), batch)`): the lambda
-/// and the structure it is mapped over.
-pub struct MappedLambda<'e> {
-    pub params: &'e [String],
-    pub body: &'e Expr,
-    pub span: streamlint_graph::Span,
+/// What a mapping helper applies to every tensor of a structure.
+pub enum MappedFunction<'e> {
+    /// `tree_map(lambda t: t.cuda(), batch)`: its parameters and body.
+    Lambda {
+        params: &'e [String],
+        body: &'e Expr,
+        span: streamlint_graph::Span,
+    },
+    /// `tree_map(to_device, batch)`: a function named by the expression.
+    Named(&'e Expr),
+}
+
+/// A mapping helper's call: the function and the structure it is mapped over.
+pub struct MappedCall<'e> {
+    pub function: MappedFunction<'e>,
     pub structure: &'e Expr,
 }
 
-/// The lambda a mapping helper applies, if the call is one with a lambda. Asked of every call,
-/// so a call without a lambda argument costs no name lookup.
-pub fn mapped_lambda<'e>(
+/// The function a mapping helper applies, if the call is one. Asked of every call, so a call
+/// whose callee is not named like a helper costs no name lookup.
+pub fn mapped_call<'e>(
     func: &Expr,
     args: &'e [Expr],
     keywords: &'e [Keyword],
     imports: &Imports,
-) -> Option<MappedLambda<'e>> {
-    let lambda = |e: &Expr| matches!(e, Expr::Lambda { .. });
-    if !args.iter().any(lambda) && !keywords.iter().any(|k| lambda(&k.value)) {
+) -> Option<MappedCall<'e>> {
+    let last = match func {
+        Expr::Name { id, .. } => id.as_str(),
+        Expr::Attribute { attr, .. } => attr.as_str(),
+        _ => return None,
+    };
+    if !MAPPING_HELPERS
+        .iter()
+        .any(|(name, ..)| name.rsplit('.').next() == Some(last))
+    {
         return None;
     }
     let qualified = imports.qualify(func)?;
     let &(_, at, structure, keyword) = MAPPING_HELPERS
         .iter()
         .find(|(name, ..)| *name == qualified)?;
-    let Expr::Lambda { params, body, span } =
-        args.get(at).or_else(|| Expr::keyword(keywords, keyword))?
-    else {
-        return None;
+    let function = match args.get(at).or_else(|| Expr::keyword(keywords, keyword))? {
+        Expr::Lambda { params, body, span } => MappedFunction::Lambda {
+            params,
+            body,
+            span: *span,
+        },
+        named @ (Expr::Name { .. } | Expr::Attribute { .. }) => MappedFunction::Named(named),
+        _ => return None,
     };
-    Some(MappedLambda {
-        params,
-        body,
-        span: *span,
+    Some(MappedCall {
+        function,
         structure: args.get(structure)?,
     })
 }

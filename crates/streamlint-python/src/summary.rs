@@ -178,7 +178,10 @@ impl Scan<'_> {
         else {
             return None;
         };
-        crate::api::mapped_lambda(func, args, keywords, self.imports).map(|m| m.body)
+        match crate::api::mapped_call(func, args, keywords, self.imports)?.function {
+            crate::api::MappedFunction::Lambda { body, .. } => Some(body),
+            crate::api::MappedFunction::Named(_) => None,
+        }
     }
 
     /// `self.m` for a method `m` of this class.

@@ -25,7 +25,7 @@ impl<'a> Lowerer<'a> {
         // A call through a name or attribute chain rooted at a value (a local, `self`, a module
         // global: any root that no import or `def` of the module binds) is a method call on that
         // value; otherwise the callee is resolved through the imports.
-        if let Some(mapped) = self.map_over_tensors(func, args, keywords) {
+        if let Some(mapped) = self.map_over_tensors(func, args, keywords, span) {
             return mapped;
         }
         let root = root_name(func);
@@ -278,31 +278,45 @@ impl<'a> Lowerer<'a> {
 
     /// `tree_map(lambda t: t.to("cuda", non_blocking=True), batch)`: the lambda's body run on
     /// the structure's tensors, as a loop over them would; the result holds what it made. A
-    /// helper given a named function is an unknown call as before.
+    /// named function of the project (`tree_map(to_device, batch)`) small enough to be lowered
+    /// in place is lowered on them the same way; any other is an unknown call.
     fn map_over_tensors(
         &mut self,
         func: &Expr,
         args: &[Expr],
         keywords: &[Keyword],
+        span: Span,
     ) -> Option<Value> {
-        let crate::api::MappedLambda {
-            params,
-            body,
-            span,
-            structure: data,
-        } = crate::api::mapped_lambda(func, args, keywords, self.cx.imports)?;
-        let param = params.first()?;
-        let tree = self.eval(data);
-        let element = self.element_of(
-            &tree,
-            &Expr::Name {
-                id: param.clone(),
-                span,
-            },
-        );
+        use crate::api::MappedFunction;
+        let mapped = crate::api::mapped_call(func, args, keywords, self.cx.imports)?;
+        let (param, site, callee) = match mapped.function {
+            MappedFunction::Lambda { params, span, .. } => (params.first()?.clone(), span, None),
+            MappedFunction::Named(f) => {
+                let callee = self
+                    .project_callee(f)
+                    .filter(|c| self.lowered_in_place(*c))?;
+                (
+                    callee.def.params.first()?.name.clone(),
+                    f.span(),
+                    Some(callee),
+                )
+            }
+        };
+        let tree = self.eval(mapped.structure);
+        let element_name = Expr::Name {
+            id: param.clone(),
+            span: site,
+        };
+        let element = self.element_of(&tree, &element_name);
         let shadowed = self.env.get(param.as_str()).cloned();
         self.bind(param.clone(), element);
-        let result = self.eval(body);
+        let result = match (mapped.function, callee) {
+            (MappedFunction::Lambda { body, .. }, _) => self.eval(body),
+            (_, Some(callee)) => {
+                self.inline_call(callee, std::slice::from_ref(&element_name), &[], span)
+            }
+            (MappedFunction::Named(_), None) => Value::Unknown,
+        };
         match shadowed {
             Some(v) => self.bind(param.clone(), v),
             None => {
