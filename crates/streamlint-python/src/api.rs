@@ -71,6 +71,22 @@ const MAPPING_HELPERS: &[(&str, usize, usize, &str)] = &[
     ),
 ];
 
+/// A host/device buffer pair (vLLM's `CpuGpuBuffer`, which a model runner's `_make_buffer(..)`
+/// builds): a pinned host tensor `.cpu`, with a NumPy view `.np`, a device tensor `.gpu`, and
+/// `copy_to_gpu()`, a non-blocking copy from the first to the second. Writing `.np` or `.cpu`
+/// while the last copy may still read them hands the device the new values.
+pub fn makes_host_device_pair(call: &Expr) -> bool {
+    let Expr::Call { func, .. } = call else {
+        return false;
+    };
+    func.dotted().is_some_and(|d| {
+        d == "self._make_buffer" || d == "CpuGpuBuffer" || d.ends_with(".CpuGpuBuffer")
+    })
+}
+
+/// The views of a host/device buffer pair that are its host memory.
+pub const PAIR_HOST_VIEWS: &[&str] = &["np", "cpu"];
+
 /// What a mapping helper applies to every tensor of a structure.
 pub enum MappedFunction<'e> {
     /// `tree_map(lambda t: t.cuda(), batch)`: its parameters and body.

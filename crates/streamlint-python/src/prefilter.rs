@@ -14,7 +14,7 @@ enum Word {
     /// `tream`, the heart of every stream API (`Stream(`, `wait_stream(`, `with stream:`).
     StreamCall,
     /// Identifiers without which text cannot hold code any rule looks at, counted alone:
-    /// `Event` (not inside `EventType` or `KVCacheEvent`) and `non_blocking`.
+    /// `Event` (not inside `EventType` or `KVCacheEvent`), `non_blocking` and `copy_to_gpu`.
     Identifier,
     /// The project's own API names (`my_lib.keep_alive` → `keep_alive`).
     Configured,
@@ -32,6 +32,8 @@ const WORDS: &[(&str, Word)] = &[
     ("non_blocking", Word::Identifier),
     ("Dataset", Word::DataLoading),
     ("DataLoader", Word::DataLoading),
+    // A host/device buffer pair's non-blocking copy (`api::makes_host_device_pair`).
+    ("copy_to_gpu", Word::Identifier),
     ("pin_memory", Word::Pinned),
     ("yield", Word::Yield),
 ];

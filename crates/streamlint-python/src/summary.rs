@@ -62,6 +62,12 @@ pub struct MethodSummary {
     /// The method stores an argument on the object (`self.cache[key] = value`,
     /// `self.pending.append(value)`): what a caller passes it lives on there.
     pub keeps_arguments: bool,
+    /// Host/device pairs on the object the method sends to the device (`self.x.copy_to_gpu()`):
+    /// the copies may still read their host memory when it returns.
+    pub copies_to_device: Vec<String>,
+    /// Positions (after `self`) of the arguments whose host memory the method writes
+    /// (`buf.np[i] = v` on a host/device pair it is given).
+    pub writes_host_of: Vec<usize>,
 }
 
 impl MethodSummary {
@@ -102,6 +108,7 @@ impl ClassSummary {
                 };
                 scan.stmts(&f.body);
                 scan.method.keeps_arguments = keeps_arguments(f);
+                scan.method.writes_host_of = writes_host_of(f);
                 for (attr, kind) in &scan.method.assigns {
                     let known = summary.attrs.get(attr);
                     let stronger = matches!(
@@ -266,6 +273,7 @@ impl Scan<'_> {
                 Some(AttrKind::Event)
             }
             _ if is_method_call(value, "pin_memory") => Some(AttrKind::Host { pinned: true }),
+            _ if crate::api::makes_host_device_pair(value) => Some(AttrKind::Host { pinned: true }),
             Some(ApiCall::TensorFactory | ApiCall::TensorFromData) if makes_host_tensor(value) => {
                 Some(AttrKind::Host {
                     pinned: keyword_true(value, "pin_memory"),
@@ -334,6 +342,11 @@ impl Scan<'_> {
                     self.method.syncs.insert(s);
                 }
             }
+            "copy_to_gpu" => {
+                if let Some(pair) = receiver.dotted().filter(|d| d.starts_with("self.")) {
+                    self.method.copies_to_device.push(pair);
+                }
+            }
             "record" => {
                 // `self.done.record(self.copy_stream)` / `.record()` inside a stream block.
                 let stream = args
@@ -386,6 +399,48 @@ fn is_method_call(expr: &Expr, method: &str) -> bool {
 
 /// Does the method store one of its arguments on the object (see
 /// [`MethodSummary::keeps_arguments`])?
+/// The arguments (by position after `self`) whose host memory the method writes: an item of
+/// `p.np` or `p.cpu` assigned, for a host/device pair `p` it is given.
+fn writes_host_of(f: &FunctionDef) -> Vec<usize> {
+    fn walk(stmts: &[Stmt], params: &[&str], out: &mut Vec<usize>) {
+        for s in stmts {
+            if let Stmt::Assign { targets, .. } = s {
+                for t in targets {
+                    let Expr::Subscript { value, .. } = t else {
+                        continue;
+                    };
+                    let Expr::Attribute {
+                        value: owner, attr, ..
+                    } = value.as_ref()
+                    else {
+                        continue;
+                    };
+                    let Expr::Name { id, .. } = owner.as_ref() else {
+                        continue;
+                    };
+                    let at = params.iter().position(|p| p == id);
+                    if let Some(i) =
+                        at.filter(|_| crate::api::PAIR_HOST_VIEWS.contains(&attr.as_str()))
+                    {
+                        if !out.contains(&i) {
+                            out.push(i);
+                        }
+                    }
+                }
+            }
+            if !matches!(s, Stmt::Def(_) | Stmt::Class(_)) {
+                for b in s.blocks() {
+                    walk(b, params, out);
+                }
+            }
+        }
+    }
+    let params: Vec<&str> = f.params.iter().skip(1).map(|p| p.name.as_str()).collect();
+    let mut out = Vec::new();
+    walk(&f.body, &params, &mut out);
+    out
+}
+
 fn keeps_arguments(f: &FunctionDef) -> bool {
     const STORING: &[&str] = &[
         "append",

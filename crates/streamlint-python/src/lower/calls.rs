@@ -269,6 +269,7 @@ impl<'a> Lowerer<'a> {
                 self.env.remove(attr.as_str());
             }
         }
+        self.pair_effects_of_method(summary, &vals, args.len(), span);
         let inputs = self.tensor_buffers(&vals);
         self.read_all(&inputs, span);
         // `self._to(device="cpu", non_blocking=True)`: the object's own transfer helper.
@@ -730,6 +731,11 @@ impl<'a> Lowerer<'a> {
                         span,
                     );
                 }
+                Value::Unknown
+            }
+            Value::Tensors(_) if method == "copy_to_gpu" && self.holds_host_memory(&recv) => {
+                self.eval_args(args, keywords);
+                self.pair_copy_to_device(&recv, span);
                 Value::Unknown
             }
             Value::Tensors(_) => self.tensor_method(recv, method, args, keywords, span),

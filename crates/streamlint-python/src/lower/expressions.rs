@@ -200,6 +200,8 @@ impl<'a> Lowerer<'a> {
         }
         let base = self.eval(owner);
         match attr {
+            // `pair.np`, `pair.cpu`: the host memory of a host/device buffer pair.
+            "np" | "cpu" if self.holds_host_memory(&base) => base,
             "data" | "T" | "mT" | "H" => match base {
                 Value::Tensors(_) | Value::Param(_) => base,
                 _ => Value::Unknown,

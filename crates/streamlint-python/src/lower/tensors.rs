@@ -301,4 +301,46 @@ impl<'a> Lowerer<'a> {
             Production::DeviceToHost { non_blocking: true },
         ))
     }
+
+    /// Does the value hold host memory only (a pinned buffer, a host/device pair's host side)?
+    pub(super) fn holds_host_memory(&self, value: &Value) -> bool {
+        let buffers = value.local_tensors();
+        !buffers.is_empty() && buffers.iter().all(|b| self.on_host(*b))
+    }
+
+    /// `pair.copy_to_gpu()` on a host/device buffer pair: a non-blocking copy on the current
+    /// stream reads its host memory.
+    pub(super) fn pair_copy_to_device(&mut self, pair: &Value, span: Span) {
+        let host = pair.local_tensors();
+        self.copy_access(&host, false, span);
+    }
+
+    /// A method of the class called on `self`, from its summary: the host/device pairs it sends
+    /// to the device are read by copies still pending when it returns, and the host memory of
+    /// the pairs it is given and writes is written on the host.
+    pub(super) fn pair_effects_of_method(
+        &mut self,
+        summary: &crate::summary::MethodSummary,
+        vals: &[Value],
+        positional: usize,
+        span: Span,
+    ) {
+        for pair in &summary.copies_to_device {
+            let value = match self.env.get(pair.as_str()) {
+                Some(v) => Some(v.clone()),
+                None => self.class_attribute(pair, span),
+            };
+            if let Some(v) = value.filter(|v| self.holds_host_memory(v)) {
+                self.pair_copy_to_device(&v, span);
+            }
+        }
+        for &i in &summary.writes_host_of {
+            if let Some(v) = vals.get(i).filter(|_| i < positional) {
+                if self.holds_host_memory(v) {
+                    let host = v.local_tensors();
+                    self.write_all(&host, span);
+                }
+            }
+        }
+    }
 }
