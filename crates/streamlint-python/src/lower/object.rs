@@ -81,7 +81,13 @@ impl<'a> Lowerer<'a> {
     /// lifetime.
     pub(super) fn handed_over_by_thread(&mut self, span: Span) -> Value {
         let name = self.value_name("item");
-        let buffer = self.buffer_at(span, "from-thread", &name, Memory::Device, Owner::Caller);
+        self.ready_on_ambient(span, "from-thread", &name, Owner::Caller)
+    }
+
+    /// A value that comes into the body here, ready on the ambient stream, of unknown place,
+    /// a tensor if it is used as one.
+    fn ready_on_ambient(&mut self, span: Span, tag: &str, name: &str, owner: Owner) -> Value {
+        let buffer = self.buffer_at(span, tag, name, Memory::Device, owner);
         self.unplaced.insert(buffer);
         let ambient = self.b.ambient();
         self.b.push(
@@ -262,18 +268,7 @@ impl<'a> Lowerer<'a> {
             return None;
         }
         let name = format!("{dotted}[…]");
-        let buffer = self.buffer_at(span, "taken", &name, Memory::Device, Owner::Local);
-        self.unplaced.insert(buffer);
-        let ambient = self.b.ambient();
-        self.b.push(
-            OpKind::Produce {
-                buffer,
-                stream: ambient,
-                how: Production::Entry,
-            },
-            span,
-        );
-        Some(Value::Param(buffer))
+        Some(self.ready_on_ambient(span, "taken", &name, Owner::Local))
     }
 
     /// By the contract at function boundaries, a value stored on an object the caller passed in
