@@ -87,6 +87,11 @@ pub fn makes_host_device_pair(call: &Expr) -> bool {
 /// The views of a host/device buffer pair that are its host memory.
 pub const PAIR_HOST_VIEWS: &[&str] = &["np", "cpu"];
 
+/// Is `name` the last name of one of `MAPPING_HELPERS` (a test that needs no lookup)?
+fn is_mapping_helper_name(name: &str) -> bool {
+    matches!(name, "tree_map" | "tree_map_only" | "apply_to_collection")
+}
+
 /// What a mapping helper applies to every tensor of a structure.
 pub enum MappedFunction<'e> {
     /// `tree_map(lambda t: t.cuda(), batch)`: its parameters and body.
@@ -118,10 +123,7 @@ pub fn mapped_call<'e>(
         Expr::Attribute { attr, .. } => attr.as_str(),
         _ => return None,
     };
-    if !MAPPING_HELPERS
-        .iter()
-        .any(|(name, ..)| name.rsplit('.').next() == Some(last))
-    {
+    if !is_mapping_helper_name(last) {
         return None;
     }
     let qualified = imports.qualify(func)?;
@@ -648,6 +650,14 @@ impl ApiModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_mapping_helper_is_known_by_its_last_name() {
+        for (qualified, ..) in MAPPING_HELPERS {
+            let last = qualified.rsplit('.').next().unwrap();
+            assert!(is_mapping_helper_name(last), "{qualified}");
+        }
+    }
 
     #[test]
     fn classifies_device_module_spellings() {
