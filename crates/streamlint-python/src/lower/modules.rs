@@ -31,10 +31,12 @@ impl<'a> Lowerer<'a> {
         let Expr::Name { id, .. } = value.as_ref() else {
             return false;
         };
-        let untracked = matches!(
-            self.env.get(id.as_str()),
-            Some(Value::Unknown | Value::Param(_))
-        );
+        // Not a value known to be a tensor: `x.to(device)` thrown away does nothing to `x`.
+        let untracked = match self.env.get(id.as_str()) {
+            Some(Value::Unknown) => true,
+            Some(Value::Param(b)) => !self.confirmed.contains(b),
+            _ => false,
+        };
         if !IN_PLACE_MOVES.contains(&attr.as_str()) || !untracked {
             return false;
         }
@@ -43,16 +45,17 @@ impl<'a> Lowerer<'a> {
         self.unplaced.insert(buffer);
         // A blocking move is done when it returns: it copies host memory and waits, or finds
         // the tensors on the device already and does nothing. Only a non-blocking one leaves
-        // work queued on the current stream.
-        let how = if is_true(Expr::keyword(keywords, "non_blocking")) {
-            Production::Call
+        // work queued on the current stream. Where the tensors' memory comes from is not
+        // claimed either way: the module frees it, and no `record_stream` of a module exists.
+        let (stream, how) = if is_true(Expr::keyword(keywords, "non_blocking")) {
+            (self.current, Production::Call)
         } else {
-            Production::Host
+            (self.b.ambient(), Production::Host)
         };
         self.b.push(
             OpKind::Produce {
                 buffer,
-                stream: self.current,
+                stream,
                 how,
             },
             *span,
