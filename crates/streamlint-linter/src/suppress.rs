@@ -1,5 +1,6 @@
 //! Suppression comments: `# noqa` / `# noqa: SL001` (flake8-compatible), `# streamlint:
-//! ignore[SL001]` on the flagged line, and `# streamlint: file-ignore[SL001]` anywhere in the file.
+//! ignore[SL001]` on the flagged line, and `# streamlint: file-ignore[SL001]` anywhere in the file
+//! (these two also take rule names: `ignore[missing-record-stream]`).
 //! A comment naming a rule that reports nothing there is itself reported (SL901).
 
 use streamlint_graph::Span;
@@ -115,13 +116,18 @@ fn parse_comment(comment: &str, row: usize, span: Span) -> Vec<Directive> {
             } else {
                 continue;
             };
+            // By code or by name, as `--select` takes them.
             let codes = list
                 .trim()
                 .trim_start_matches('[')
                 .trim_end_matches(']')
                 .split(',')
-                .map(|c| c.trim().to_ascii_uppercase())
+                .map(str::trim)
                 .filter(|c| !c.is_empty())
+                .map(|c| {
+                    streamlint_rules::rule(c)
+                        .map_or_else(|| c.to_ascii_uppercase(), |r| r.code.to_string())
+                })
                 .collect();
             out.push(Directive {
                 line,
@@ -230,6 +236,15 @@ mod tests {
             kept[1].message.contains("of SL003:") && kept[2].message.contains("of SL002:"),
             "{kept:?}"
         );
+    }
+
+    #[test]
+    fn directives_take_rule_names_as_select_does() {
+        let src =
+            "a  # streamlint: ignore[missing-stream-wait]\n# streamlint: file-ignore[SL002]\n";
+        let found = directives(src, "#");
+        assert_eq!(found[0].codes, ["SL003"]);
+        assert_eq!(found[1].codes, ["SL002"]);
     }
 
     #[test]
