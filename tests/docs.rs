@@ -42,8 +42,8 @@ fn rule_index() -> String {
         ));
     }
     out.push_str(
-        "\nFiles that cannot be read or parsed are reported as SL900 (and every other file is still \
-         checked); suppression comments that suppress nothing are reported as SL901.\n",
+        "\nSL900 and SL901 are about the run itself: a file that could not be checked (every other \
+         file still is), and a suppression comment that suppresses nothing.\n",
     );
     out
 }

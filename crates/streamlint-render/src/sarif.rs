@@ -215,7 +215,7 @@ fn level(severity: Severity) -> &'static str {
 
 /// A rule's description: its page is the help; its summary and first paragraph describe it.
 fn descriptor(rule: &RuleInfo) -> Value {
-    let page = page_body(rule.doc);
+    let page = rule.page().trim();
     let meta = META.iter().any(|m| m.code == rule.code);
     json!({
         "id": rule.code,
@@ -238,15 +238,6 @@ fn descriptor(rule: &RuleInfo) -> Value {
             },
         },
     })
-}
-
-/// A rule page without its front matter (the block between the leading `---` lines).
-fn page_body(doc: &str) -> &str {
-    let body = doc
-        .strip_prefix("---\n")
-        .and_then(|rest| rest.find("\n---").map(|end| &rest[end + 4..]))
-        .and_then(|rest| rest.split_once('\n').map(|(_, body)| body));
-    body.unwrap_or(doc).trim()
 }
 
 /// The page's first paragraph of prose (headings skipped, lines joined), cut to the length
@@ -467,12 +458,7 @@ mod tests {
     }
 
     #[test]
-    fn pages_lose_their_front_matter() {
-        assert_eq!(
-            page_body("---\ncode: X\n---\n\n# X\n\nBody.\n"),
-            "# X\n\nBody."
-        );
-        assert_eq!(page_body("# no front matter"), "# no front matter");
+    fn a_page_is_described_by_its_first_paragraph() {
         assert_eq!(
             first_paragraph("# X\n\n## What it does\n\nFlags a\nthing.\n\nMore.").as_deref(),
             Some("Flags a thing.")

@@ -17,6 +17,14 @@ impl RuleInfo {
     pub fn summary(&self) -> &'static str {
         front_matter(self.doc, "summary").unwrap_or("")
     }
+
+    /// The page without its front matter, as a person reads it.
+    pub fn page(&self) -> &'static str {
+        self.doc
+            .strip_prefix("---\n")
+            .and_then(|rest| rest.split_once("\n---\n"))
+            .map_or(self.doc, |(_, body)| body.trim_start())
+    }
 }
 
 /// Files that cannot be read or parsed are reported under this code.
@@ -24,7 +32,7 @@ pub const PARSE_ERROR: RuleInfo = RuleInfo {
     code: "SL900",
     name: "parse-error",
     severity: Severity::Error,
-    doc: "---\ncode: SL900\nname: parse-error\nseverity: error\nlanguages: [python, rust]\nsummary: The file could not be read or parsed, so it was not analysed.\n---\n\n# SL900 parse-error\n\nThe file could not be decoded as UTF-8 or could not be parsed. Every other file is still analysed.\n",
+    doc: include_str!("../../../rules/SL900.md"),
 };
 
 /// A suppression comment that suppressed nothing.
@@ -32,7 +40,7 @@ pub const UNUSED_SUPPRESSION: RuleInfo = RuleInfo {
     code: "SL901",
     name: "unused-suppression",
     severity: Severity::Warning,
-    doc: "---\ncode: SL901\nname: unused-suppression\nseverity: warning\nlanguages: [python, rust]\nsummary: A suppression comment names a rule that reports nothing on its line or file.\n---\n\n# SL901 unused-suppression\n\nA `# noqa: SLxxx`, `# streamlint: ignore[SLxxx]` or `# streamlint: file-ignore[SLxxx]` comment suppresses nothing: the code was fixed or the comment is on the wrong line. Remove it, so that it cannot hide a future finding.\n",
+    doc: include_str!("../../../rules/SL901.md"),
 };
 
 /// Codes that are not rules about stream code but about the run itself.
@@ -101,7 +109,7 @@ pub const RULES: &[RuleInfo] = &[
     },
 ];
 
-/// Look a rule up by code (`SL001`) or name (`missing-record-stream`), including SL900.
+/// Look a rule up by code (`SL001`) or name (`missing-record-stream`), SL900 and SL901 included.
 pub fn rule(code_or_name: &str) -> Option<&'static RuleInfo> {
     RULES
         .iter()
@@ -142,6 +150,17 @@ mod tests {
                     assert!(r.doc.contains(section), "{} lacks {section}", r.code);
                 }
             }
+        }
+    }
+
+    #[test]
+    fn pages_are_read_without_their_front_matter() {
+        for r in RULES.iter().chain(META) {
+            assert!(
+                r.page().starts_with(&format!("# {} {}", r.code, r.name)),
+                "{}",
+                r.code
+            );
         }
     }
 

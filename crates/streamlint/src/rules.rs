@@ -4,12 +4,12 @@ use std::io::{self, Write};
 
 use serde_json::json;
 use streamlint_render::rule_url;
-use streamlint_rules::{rule, RULES};
+use streamlint_rules::{rule, META, RULES};
 
 /// One rule's page; exit 2 for an unknown rule.
 pub fn print_rule(code: &str, stdout: &mut dyn Write, stderr: &mut dyn Write) -> io::Result<i32> {
     match rule(code) {
-        Some(r) => writeln!(stdout, "{}", r.doc.trim_end()).map(|_| 0),
+        Some(r) => writeln!(stdout, "{}", r.page().trim_end()).map(|_| 0),
         None => writeln!(
             stderr,
             "error: no rule named `{code}`; `streamlint rules` lists them"
@@ -18,11 +18,13 @@ pub fn print_rule(code: &str, stdout: &mut dyn Write, stderr: &mut dyn Write) ->
     }
 }
 
-/// Every rule: a table, or a JSON array with each rule's page for tools that show it.
+/// Every rule, the codes about the run itself (SL900, SL901) last: a table, or a JSON array with
+/// each rule's page for tools that show it.
 pub fn print_rules(format: &str, stdout: &mut dyn Write) -> io::Result<i32> {
     if format == "json" {
         let rules: Vec<_> = RULES
             .iter()
+            .chain(META)
             .map(|r| {
                 json!({
                     "code": r.code,
@@ -30,7 +32,7 @@ pub fn print_rules(format: &str, stdout: &mut dyn Write) -> io::Result<i32> {
                     "severity": r.severity.as_str(),
                     "summary": r.summary(),
                     "url": rule_url(r.code),
-                    "explanation": r.doc,
+                    "explanation": r.page(),
                 })
             })
             .collect();
@@ -38,7 +40,7 @@ pub fn print_rules(format: &str, stdout: &mut dyn Write) -> io::Result<i32> {
         writeln!(stdout)?;
         return Ok(0);
     }
-    for r in RULES {
+    for r in RULES.iter().chain(META) {
         writeln!(
             stdout,
             "{}  {:<28} {:<7} {}",
