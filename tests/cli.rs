@@ -236,7 +236,10 @@ fn selection_filters_rules_and_rejects_unknown_codes() {
 fn rule_pages_are_printed() {
     let (code, out, _) = run(&["rule", "SL001"]);
     assert_eq!(code, 0);
-    assert!(out.contains("# SL001 missing-record-stream") && out.contains("## Use instead"));
+    assert!(out.starts_with("# SL001 missing-record-stream") && out.contains("## Use instead"));
+    let (code, out, _) = run(&["rule", "unused-suppression"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("# SL901 unused-suppression"), "{out}");
     let (code, out, _) = run(&["rules"]);
     assert_eq!(code, 0);
     assert_eq!(out.lines().count(), streamlint_rules_count());
