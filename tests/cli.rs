@@ -195,6 +195,11 @@ fn missing_paths_exit_two_but_report_the_rest() {
         "{err}"
     );
     assert!(out.contains("SL003"), "{out}");
+    // Nothing to check at all is not a pass either.
+    let (code, out, _) = run(&["check", "does/not/exist.py"]);
+    assert_eq!(code, 2);
+    assert!(!out.contains("All checks passed"), "{out}");
+    assert!(out.contains("1 path given does not exist"), "{out}");
 }
 
 #[test]

@@ -123,23 +123,45 @@ fn with_help(text: String, f: &Finding) -> String {
     }
 }
 
-/// The closing summary line of a human-readable run.
-pub fn summary_line(findings: usize, files: usize) -> String {
-    match findings {
-        0 => format!(
-            "All checks passed ({files} file{} checked).",
-            if files == 1 { "" } else { "s" }
-        ),
-        n => format!(
-            "Found {n} problem{} in {files} file{} checked.",
-            if n == 1 { "" } else { "s" },
-            if files == 1 { "" } else { "s" }
+/// The closing summary line of a human-readable run; `missing` paths given on the command line
+/// do not exist, and a run with any is not said to have passed.
+pub fn summary_line(findings: usize, files: usize, missing: usize) -> String {
+    let plural = |n: usize, one: &'static str, many: &'static str| if n == 1 { one } else { many };
+    let checked = format!("{files} file{} checked", plural(files, "", "s"));
+    let absent = format!(
+        "{missing} path{} given {} not exist",
+        plural(missing, "", "s"),
+        plural(missing, "does", "do")
+    );
+    match (findings, missing) {
+        (0, 0) => format!("All checks passed ({checked})."),
+        (0, _) => format!("No problems in the {checked}, but {absent}."),
+        (n, 0) => format!("Found {n} problem{} in {checked}.", plural(n, "", "s")),
+        (n, _) => format!(
+            "Found {n} problem{} in {checked}; {absent}.",
+            plural(n, "", "s")
         ),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_run_with_missing_paths_is_not_said_to_pass() {
+        assert_eq!(
+            summary_line(0, 3, 0),
+            "All checks passed (3 files checked)."
+        );
+        assert_eq!(
+            summary_line(0, 0, 1),
+            "No problems in the 0 files checked, but 1 path given does not exist."
+        );
+        assert_eq!(
+            summary_line(2, 1, 2),
+            "Found 2 problems in 1 file checked; 2 paths given do not exist."
+        );
+    }
+
     use super::*;
 
     #[test]

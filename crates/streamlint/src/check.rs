@@ -178,7 +178,13 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
             i32::from(tally.applied > 0)
         });
     }
-    report(args, &checked, found.files.len(), &tally, out)?;
+    report(
+        args,
+        &checked,
+        (found.files.len(), found.missing.len()),
+        &tally,
+        out,
+    )?;
     let any = checked.iter().any(|c| !c.findings.is_empty());
     Ok(if failed {
         2
@@ -244,7 +250,7 @@ fn check_stdin(
             source: fixed.source,
             findings: fixed.remaining,
         }];
-        report(args, &remaining, 1, &tally, stderr)?;
+        report(args, &remaining, (1, 0), &tally, stderr)?;
         let any = !remaining[0].findings.is_empty();
         return Ok(i32::from(any && !args.exit_zero));
     }
@@ -253,7 +259,7 @@ fn check_stdin(
         source,
         findings,
     }];
-    report(args, &checked, 1, &tally, out)?;
+    report(args, &checked, (1, 0), &tally, out)?;
     Ok(i32::from(
         !checked[0].findings.is_empty() && !args.exit_zero,
     ))
@@ -264,7 +270,7 @@ fn check_stdin(
 fn report(
     args: &CheckArgs,
     checked: &[Checked],
-    files_checked: usize,
+    (files_checked, missing): (usize, usize),
     tally: &FixTally,
     out: &mut dyn Write,
 ) -> io::Result<()> {
@@ -297,7 +303,7 @@ fn report(
     )?;
     if format == Format::Full {
         let findings: Vec<&Finding> = files.iter().flat_map(|f| f.findings.iter()).collect();
-        let summary = streamlint_render::summary_line(findings.len(), files_checked);
+        let summary = streamlint_render::summary_line(findings.len(), files_checked, missing);
         if tally.applied > 0 {
             let s = if tally.applied == 1 { "" } else { "es" };
             writeln!(out, "Applied {} fix{s}. {summary}", tally.applied)?;
