@@ -87,6 +87,22 @@ mod tests {
     }
 
     #[test]
+    fn a_function_lets_go_of_its_values_at_its_last_statement() {
+        let src = "import torch\ndef f(x):\n    s = torch.cuda.Stream()\n    if x:\n        y = 1\n    else:\n        return x\n";
+        let bodies = lower_source(src, &ApiModel::default(), Deadline::NONE).unwrap();
+        let f = bodies.iter().find(|b| b.name == "f").unwrap();
+        let end = f
+            .ops
+            .iter()
+            .find(|op| op.kind == streamlint_graph::OpKind::ScopeEnd)
+            .unwrap();
+        assert_eq!(
+            &src[end.span.start as usize..end.span.end as usize],
+            "return x"
+        );
+    }
+
+    #[test]
     fn match_statements_and_type_parameters_lower() {
         let src = "import torch\ndef f[T](x: T) -> T:\n    match x:\n        case 1:\n            torch.cuda.synchronize()\n        case _:\n            pass\n    return x\n";
         assert!(lower_source(src, &ApiModel::default(), Deadline::NONE).is_ok());

@@ -329,7 +329,9 @@ impl<'a> Lowerer<'a> {
         if let Some(d) = def {
             l.leave_attributes(d.name_span);
             l.leave_on_arguments();
-            l.b.push(OpKind::ScopeEnd, d.name_span);
+            // Where the function's values die: its last statement (a `return`, most often).
+            let end = statements::last_statement_span(&d.body).unwrap_or(d.name_span);
+            l.b.push(OpKind::ScopeEnd, end);
         }
         for buffer in std::mem::take(&mut l.param_buffers) {
             if l.confirmed.contains(&buffer) {

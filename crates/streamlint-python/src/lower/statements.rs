@@ -526,3 +526,32 @@ impl<'a> Lowerer<'a> {
         parts
     }
 }
+
+/// The span of the last simple statement a block runs (inside the last branch of a compound
+/// one): where a function that ends with the block lets go of its values.
+pub(super) fn last_statement_span(stmts: &[Stmt]) -> Option<Span> {
+    stmts.iter().rev().find_map(|s| match s {
+        Stmt::Return { span, .. } | Stmt::Delete { span, .. } | Stmt::Assign { span, .. } => {
+            Some(*span)
+        }
+        Stmt::Expr(e) => Some(e.span()),
+        Stmt::If { body, orelse, .. } => {
+            last_statement_span(orelse).or_else(|| last_statement_span(body))
+        }
+        Stmt::For { body, orelse, .. } | Stmt::While { body, orelse, .. } => {
+            last_statement_span(orelse).or_else(|| last_statement_span(body))
+        }
+        Stmt::With { body, .. } => last_statement_span(body),
+        Stmt::Try {
+            body,
+            handlers,
+            orelse,
+            finalbody,
+        } => last_statement_span(finalbody)
+            .or_else(|| last_statement_span(orelse))
+            .or_else(|| last_statement_span(body))
+            .or_else(|| handlers.iter().rev().find_map(|h| last_statement_span(h))),
+        Stmt::Match { cases, .. } => cases.iter().rev().find_map(|c| last_statement_span(c)),
+        _ => None,
+    })
+}
