@@ -170,11 +170,12 @@ fn unparsable_and_undecodable_files_are_reported_and_others_still_checked() {
     assert!(out.contains("train.py:7:13: SL003"), "{out}");
 }
 
+/// Found under a folder, a file without stream code is not read as source at all.
 #[test]
 fn files_without_stream_code_are_not_parsed() {
     let dir = scratch("prefilter");
-    let file = write(&dir, "plain.py", b"def f(:\n    return 1\n");
-    let (code, out, _) = run(&["check", "--output-format", "concise", &file]);
+    write(&dir, "plain.py", b"def f(:\n    return 1\n");
+    let (code, out, _) = run(&["check", "--output-format", "concise", dir.to_str().unwrap()]);
     assert_eq!((code, out.as_str()), (0, ""));
 }
 
@@ -235,6 +236,19 @@ fn selection_filters_rules_and_rejects_unknown_codes() {
     let (code, _, err) = run(&["check", "--select", "SL0O1", &bad]);
     assert_eq!(code, 2);
     assert!(err.contains("SL0O1"), "{err}");
+}
+
+#[test]
+fn a_named_file_that_does_not_parse_is_reported_even_without_stream_code() {
+    let dir = scratch("named-syntax-error");
+    let file = write(&dir, "util.py", b"def scale(x)\n    return x * 2\n");
+    let (code, out, _) = run(&["check", &file]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("SL900") && out.contains("could not parse"),
+        "{out}"
+    );
+    assert!(out.contains("Found 1 problem in 0 files checked."), "{out}");
 }
 
 #[test]

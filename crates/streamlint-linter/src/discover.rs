@@ -11,6 +11,8 @@ use crate::Settings;
 pub struct Discovery {
     pub files: Vec<PathBuf>,
     pub missing: Vec<PathBuf>,
+    /// The files among `files` named explicitly (see `Settings::named_files`).
+    pub named: Vec<PathBuf>,
 }
 
 fn is_source(path: &Path) -> bool {
@@ -36,6 +38,7 @@ pub fn discover(paths: &[PathBuf], settings: &Settings) -> Discovery {
         if root.is_file() {
             if !(settings.force_exclude && settings.excludes_file(root)) {
                 out.files.push(root.clone());
+                out.named.push(root.clone());
             }
             continue;
         }

@@ -45,6 +45,9 @@ pub struct Settings {
     pub python_prefilter: Prefilter,
     /// How long one file's analysis may take before it stops with a finding.
     pub file_time_limit: Duration,
+    /// Files named on the command line: one that cannot hold stream code is still parsed, so
+    /// that a syntax error in a file the user asked about is reported, not passed over.
+    pub named_files: Vec<PathBuf>,
 }
 
 impl Default for Settings {
@@ -75,6 +78,7 @@ impl Settings {
                 per_file_ignores: Vec::new(),
                 python_prefilter: Prefilter::new(&api),
                 file_time_limit: DEFAULT_FILE_TIME_LIMIT,
+                named_files: Vec::new(),
                 api,
             });
         };
@@ -99,6 +103,7 @@ impl Settings {
             per_file_ignores: config.per_file_ignores()?,
             python_prefilter: Prefilter::new(&api),
             file_time_limit: config.file_time_limit()?,
+            named_files: Vec::new(),
             api,
         })
     }
@@ -178,7 +183,11 @@ fn find_broken_fixes(
     edits.sort_by_key(|e| (e.start, e.end));
     edits.dedup();
     let overlapping = edits.windows(2).any(|w| w[1].start < w[0].end);
-    if !overlapping && language.parses(&streamlint_rules::apply_edits(source, &edits)) {
+    if !overlapping
+        && language
+            .syntax_error(&streamlint_rules::apply_edits(source, &edits))
+            .is_none()
+    {
         return;
     }
     if let [(i, _)] = group {
@@ -235,11 +244,13 @@ impl Language {
         }
     }
 
-    /// Does `source` parse?
-    fn parses(self, source: &str) -> bool {
+    /// Where and why `source` does not parse, if it does not.
+    pub(crate) fn syntax_error(self, source: &str) -> Option<(u32, String)> {
         match self {
-            Language::Python => streamlint_python::parses(source),
-            Language::Rust => streamlint_rust::parses(source),
+            Language::Python => {
+                streamlint_python::syntax_error(source).map(|e| (e.offset, e.message))
+            }
+            Language::Rust => streamlint_rust::syntax_error(source).map(|e| (e.offset, e.message)),
         }
     }
 }

@@ -83,13 +83,22 @@ pub(crate) fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
         }
     };
     let language = Language::of(path).unwrap_or(Language::Python);
-    if !admitted && !worth_parsing(language, &bytes, settings) {
+    let no_stream_code = !admitted && !worth_parsing(language, &bytes, settings);
+    if no_stream_code && !settings.named_files.iter().any(|n| n == path) {
         if language == Language::Python && path.file_name().is_some_and(|n| n == "__init__.py") {
             return Loaded::Package(path.to_path_buf());
         }
         return done(Vec::new());
     }
     match String::from_utf8(bytes) {
+        // A file named on the command line with no stream code: only whether it parses.
+        Ok(source) if no_stream_code => {
+            let findings = match language.syntax_error(&source) {
+                Some(error) => judge(&source, language, Err(error), settings),
+                None => Vec::new(),
+            };
+            Loaded::Done(report(path, source, findings))
+        }
         Ok(source) => Loaded::Text(Text {
             path: path.to_path_buf(),
             source,

@@ -21,9 +21,9 @@ pub use project::{module_name, ModuleIndex, Names, Parsed, Project};
 
 use streamlint_graph::{Body, Deadline};
 
-/// Does `source` parse as a Python module?
-pub fn parses(source: &str) -> bool {
-    parser::parse_module(source).is_ok()
+/// Where and why `source` does not parse as a Python module, if it does not.
+pub fn syntax_error(source: &str) -> Option<ParseError> {
+    parser::parse_module(source).err()
 }
 
 /// Parse `source` and lower every function, method and the module's top level (those with

@@ -44,11 +44,14 @@ pub fn lower_source(source: &str, deadline: Deadline) -> Result<Vec<Body>, Parse
     result
 }
 
-/// Does `source` parse as a Rust file?
-pub fn parses(source: &str) -> bool {
-    let ok = syn::parse_file(source).is_ok();
+/// Why `source` does not parse as a Rust file, if it does not.
+pub fn syntax_error(source: &str) -> Option<ParseError> {
+    let error = syn::parse_file(source).err().map(|e| ParseError {
+        offset: e.span().byte_range().start as u32,
+        message: e.to_string(),
+    });
     proc_macro2::extra::invalidate_current_thread_spans();
-    ok
+    error
 }
 
 /// Lower the file's functions; when some free function has a summary worth applying, lower

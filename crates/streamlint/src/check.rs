@@ -9,7 +9,7 @@ use streamlint_linter::{
     Settings,
 };
 use streamlint_render::{render, statistics, FileFindings, Format, RenderOptions};
-use streamlint_rules::Finding;
+use streamlint_rules::{Finding, PARSE_ERROR};
 
 use crate::CheckArgs;
 
@@ -112,7 +112,7 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
     } else {
         args.paths.clone()
     };
-    let settings = match settings(args, &paths[0]) {
+    let mut settings = match settings(args, &paths[0]) {
         Ok(s) => s,
         Err(e) => {
             writeln!(stderr, "error: {e}")?;
@@ -120,6 +120,7 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
         }
     };
     let found = discover(&paths, &settings);
+    settings.named_files = found.named.clone();
     for missing in &found.missing {
         writeln!(
             stderr,
@@ -178,13 +179,13 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
             i32::from(tally.applied > 0)
         });
     }
-    report(
-        args,
-        &checked,
-        (found.files.len(), found.missing.len()),
-        &tally,
-        out,
-    )?;
+    // A file that could not be read, parsed or finished was not checked.
+    let unchecked = checked
+        .iter()
+        .filter(|c| c.findings.iter().any(|f| f.code == PARSE_ERROR.code))
+        .count();
+    let files = found.files.len() - unchecked;
+    report(args, &checked, (files, found.missing.len()), &tally, out)?;
     let any = checked.iter().any(|c| !c.findings.is_empty());
     Ok(if failed {
         2
