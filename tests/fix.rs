@@ -192,6 +192,39 @@ fn statistics_and_output_file() {
     assert_eq!(items.as_array().map(Vec::len), Some(4));
 }
 
+/// The help of a `record_stream` of the allocation stream, written where that stream is current,
+/// places the right call outside the block, and a name a statement cannot write is not written.
+#[test]
+fn record_stream_help_is_right_where_it_is_followed() {
+    let fixture = repo_root().join("fixtures/python/SL002/bad_augment_record_own_stream.py");
+    let (_, out, _) = run(&[
+        "check",
+        "--isolated",
+        "--output-format",
+        "json",
+        fixture.to_str().unwrap(),
+    ]);
+    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let help = items[0]["help"].as_str().unwrap();
+    assert!(help.contains("outside the `with` block"), "{help}");
+    let fixture = repo_root().join("fixtures/python/SL002/bad_record_own_stream_in_block.py");
+    let (_, out, _) = run(&[
+        "check",
+        "--isolated",
+        "--output-format",
+        "json",
+        fixture.to_str().unwrap(),
+    ]);
+    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for item in items.as_array().unwrap() {
+        let help = item["help"].as_str().unwrap_or_default();
+        assert!(
+            !help.contains(", ") || !help.contains(".record_stream("),
+            "{help}"
+        );
+    }
+}
+
 #[test]
 fn rules_are_listed_as_json_for_tools() {
     let (code, out, _) = run(&["rules", "--output-format", "json"]);

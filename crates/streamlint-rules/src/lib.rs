@@ -162,8 +162,12 @@ impl<'b> Context<'b> {
     }
 
     /// The call that tells the allocator about a use, where the language has one.
+    /// `b.record_stream(s)` as code, where the code has a name for `b` a statement can write.
     fn record_stream_fix(&self, b: BufferId, s: streamlint_graph::StreamId) -> Option<String> {
         let spell = self.body.spelling.record_stream?;
+        if !self.body.buffer(b).spelled {
+            return None;
+        }
         Some(spell(self.buffer_name(b), &self.body.stream(s).expr))
     }
 

@@ -58,7 +58,7 @@ impl Rule for RecordStreamWrongStream {
         {
             (
                 format!("`record_stream` of {} on `{name}` does nothing: `{name}` was allocated on that stream, and the allocator ignores uses on the allocation stream", cx.stream_name(stream)),
-                consumer_help(cx, buffer, alloc),
+                consumer_help(cx, buffer, alloc, stream),
             )
         } else if known_allocation(b.how)
             && !used_on(cx.body, buffer, stream)
@@ -69,7 +69,7 @@ impl Rule for RecordStreamWrongStream {
                     "`record_stream` of {} on `{name}`, which is never used on that stream",
                     cx.stream_name(stream)
                 ),
-                consumer_help(cx, buffer, alloc),
+                consumer_help(cx, buffer, alloc, stream),
             )
         } else {
             return;
@@ -137,19 +137,34 @@ fn guard_on_other_stream(
 }
 
 /// Suggest recording the stream(s) that really use the buffer.
-fn consumer_help(cx: &Context<'_>, buffer: BufferId, alloc: StreamId) -> String {
+/// What to record instead of `recorded`: the stream that consumes the tensor, spelled where the
+/// call can go. The current stream, recorded where the allocation stream is current (inside its
+/// `with` block, `current_stream()` is that stream), is spelled outside the block.
+fn consumer_help(
+    cx: &Context<'_>,
+    buffer: BufferId,
+    alloc: StreamId,
+    recorded: StreamId,
+) -> String {
     let consumers: Vec<StreamId> = streams_using(cx.body, buffer)
         .into_iter()
         .filter(|s| *s != alloc)
         .collect();
-    match consumers
-        .first()
-        .and_then(|&c| cx.record_stream_fix(buffer, c))
-    {
+    let Some(&consumer) = consumers.first() else {
+        return "record the stream that consumes the tensor, not the one that allocated it"
+            .to_string();
+    };
+    let inside_block = consumer == cx.body.ambient && recorded == alloc && alloc != consumer;
+    match cx.record_stream_fix(buffer, consumer) {
+        Some(fix) if inside_block => format!(
+            "record the stream that consumes it, outside the `with` block that makes {} current (there `current_stream()` is the consumer's): `{fix}`",
+            cx.stream_name(alloc),
+        ),
         Some(fix) => format!("record the stream that consumes it: `{fix}`"),
-        None => {
-            "record the stream that consumes the tensor, not the one that allocated it".to_string()
-        }
+        None => format!(
+            "record the stream that consumes the tensor ({}), not the one that allocated it",
+            cx.stream_name(consumer)
+        ),
     }
 }
 
