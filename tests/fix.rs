@@ -101,6 +101,10 @@ fn diff_shows_the_fixes_and_changes_nothing() {
     let clean = repo_root().join("fixtures/python/SL001/good_aux_head_record_both_ways.py");
     let (code, out, _) = run(&["check", "--isolated", "--diff", &clean.to_string_lossy()]);
     assert_eq!((code, out.as_str()), (0, ""));
+    // A diff that holds back the fixes needing review says so.
+    let review = repo_root().join("fixtures/python/SL004/bad_side_upload_used_without_wait.py");
+    let (_, _, err) = run(&["check", "--isolated", "--diff", &review.to_string_lossy()]);
+    assert!(err.contains("(1 more with `--unsafe-fixes`)"), "{err}");
 }
 
 #[test]

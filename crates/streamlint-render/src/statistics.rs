@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use serde_json::json;
-use streamlint_rules::rule;
+use streamlint_rules::{rule, Applicability};
 
 use crate::{FileFindings, Format};
 
@@ -15,19 +15,21 @@ use crate::{FileFindings, Format};
 struct RuleCount {
     code: &'static str,
     count: usize,
-    /// Some of the rule's findings carry a fix.
+    /// Some of the rule's findings carry a fix that `--fix` applies with the run's flags.
     fixable: bool,
 }
 
 /// Print how many findings each rule reported, most frequent first (ties by code): a JSON array
 /// of `{code, name, count, fixable}` for the JSON formats, aligned lines
-/// (`   12  SL001  [*] missing-record-stream`, `[*]` where findings carry fixes) otherwise.
+/// (`   12  SL001  [*] missing-record-stream`, `[*]` where `--fix` would fix some: safe fixes,
+/// and the others too with `unsafe_fixes`) otherwise.
 pub fn statistics(
     files: &[FileFindings<'_>],
     format: Format,
+    unsafe_fixes: bool,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let counts = count(files);
+    let counts = count(files, unsafe_fixes);
     let name = |code: &str| rule(code).map_or("", |r| r.name);
     if matches!(format, Format::Json | Format::JsonLines) {
         let items: Vec<_> = counts
@@ -62,7 +64,7 @@ pub fn statistics(
     Ok(())
 }
 
-fn count(files: &[FileFindings<'_>]) -> Vec<RuleCount> {
+fn count(files: &[FileFindings<'_>], unsafe_fixes: bool) -> Vec<RuleCount> {
     let mut by_code: BTreeMap<&'static str, RuleCount> = BTreeMap::new();
     for f in files.iter().flat_map(|file| file.findings) {
         let entry = by_code.entry(f.code).or_insert(RuleCount {
@@ -71,7 +73,10 @@ fn count(files: &[FileFindings<'_>]) -> Vec<RuleCount> {
             fixable: false,
         });
         entry.count += 1;
-        entry.fixable |= f.fix.is_some();
+        entry.fixable |= f
+            .fix
+            .as_ref()
+            .is_some_and(|fix| unsafe_fixes || fix.applicability == Applicability::Safe);
     }
     let mut counts: Vec<RuleCount> = by_code.into_values().collect();
     counts.sort_by(|a, b| b.count.cmp(&a.count).then(a.code.cmp(b.code)));
@@ -82,9 +87,13 @@ fn count(files: &[FileFindings<'_>]) -> Vec<RuleCount> {
 mod tests {
     use super::*;
     use streamlint_graph::Span;
-    use streamlint_rules::{Applicability, Finding, Fix, Severity};
+    use streamlint_rules::{Finding, Fix, Severity};
 
     fn finding(code: &'static str, fixable: bool) -> Finding {
+        with_fix(code, fixable.then_some(Applicability::Safe))
+    }
+
+    fn with_fix(code: &'static str, applicability: Option<Applicability>) -> Finding {
         Finding {
             code,
             severity: Severity::Error,
@@ -92,15 +101,19 @@ mod tests {
             span: Span::new(0, 0),
             labels: Vec::new(),
             help: None,
-            fix: fixable.then(|| Fix {
+            fix: applicability.map(|applicability| Fix {
                 message: String::new(),
-                applicability: Applicability::Unsafe,
+                applicability,
                 edits: Vec::new(),
             }),
         }
     }
 
     fn stats(findings: &[Finding], format: Format) -> String {
+        stats_with(findings, format, false)
+    }
+
+    fn stats_with(findings: &[Finding], format: Format, unsafe_fixes: bool) -> String {
         let (a, b) = findings.split_at(findings.len() / 2);
         let files = [
             FileFindings {
@@ -115,7 +128,7 @@ mod tests {
             },
         ];
         let mut out = Vec::new();
-        statistics(&files, format, &mut out).unwrap();
+        statistics(&files, format, unsafe_fixes, &mut out).unwrap();
         String::from_utf8(out).unwrap()
     }
 
@@ -135,6 +148,20 @@ mod tests {
                  2  SL003  [*] missing-stream-wait\n    \
                  1  SL002      record-stream-wrong-stream\n    \
                  1  SL005      temporary-stream\n"
+        );
+    }
+
+    /// `[*]` says what `--fix` does: a fix that needs review counts only with `--unsafe-fixes`.
+    #[test]
+    fn unsafe_fixes_are_marked_only_when_they_would_be_applied() {
+        let findings = [with_fix("SL004", Some(Applicability::Unsafe))];
+        assert_eq!(
+            stats_with(&findings, Format::Concise, false),
+            "    1  SL004  transfer-in-side-stream\n"
+        );
+        assert_eq!(
+            stats_with(&findings, Format::Concise, true),
+            "    1  SL004  [*] transfer-in-side-stream\n"
         );
     }
 

@@ -172,7 +172,12 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
     }
     let failed = !found.missing.is_empty() || tally.write_errors > 0;
     if args.diff {
-        writeln!(stderr, "{}", would_fix_line(tally.applied))?;
+        let held_back = checked
+            .iter()
+            .flat_map(|c| &c.findings)
+            .filter(|f| applicable(f, true) && !applicable(f, args.unsafe_fixes))
+            .count();
+        writeln!(stderr, "{}", would_fix_line(tally.applied, held_back))?;
         return Ok(if failed {
             2
         } else {
@@ -240,7 +245,11 @@ fn check_stdin(
         tally.applied = fixed.applied.len();
         if args.diff {
             write_diff(out, &path, &source, &fixed.source)?;
-            writeln!(stderr, "{}", would_fix_line(tally.applied))?;
+            let held_back = findings
+                .iter()
+                .filter(|f| applicable(f, true) && !applicable(f, args.unsafe_fixes))
+                .count();
+            writeln!(stderr, "{}", would_fix_line(tally.applied, held_back))?;
             return Ok(i32::from(tally.applied > 0));
         }
         // The fixed source is the output (an editor or a pipe replaces the buffer with it);
@@ -286,7 +295,7 @@ fn report(
         })
         .collect();
     if args.statistics {
-        return statistics(&files, format, out);
+        return statistics(&files, format, args.unsafe_fixes, out);
     }
     let base_dir = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     let color = format == Format::Full
@@ -336,11 +345,16 @@ fn fix_hint(findings: &[&Finding], unsafe_fixes: bool) -> Option<String> {
     }
 }
 
-fn would_fix_line(n: usize) -> String {
+/// What `--diff` would apply, and how many fixes need `--unsafe-fixes` on top.
+fn would_fix_line(n: usize, held_back: usize) -> String {
+    let more = match held_back {
+        0 => String::new(),
+        n => format!(" ({n} more with `--unsafe-fixes`)"),
+    };
     match n {
-        0 => "No fixes available.".into(),
-        1 => "Would apply 1 fix.".into(),
-        n => format!("Would apply {n} fixes."),
+        0 => format!("No fixes available{more}."),
+        1 => format!("Would apply 1 fix{more}."),
+        n => format!("Would apply {n} fixes{more}."),
     }
 }
 
