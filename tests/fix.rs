@@ -196,37 +196,45 @@ fn statistics_and_output_file() {
     assert_eq!(items.as_array().map(Vec::len), Some(4));
 }
 
+/// The help texts of a fixture's findings, in order.
+fn helps(fixture: &str) -> Vec<String> {
+    let path = repo_root().join("fixtures").join(fixture);
+    let (_, out, _) = run(&[
+        "check",
+        "--isolated",
+        "--output-format",
+        "json",
+        path.to_str().unwrap(),
+    ]);
+    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
+    items
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["help"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 /// The help of a `record_stream` of the allocation stream, written where that stream is current,
 /// places the right call outside the block, and a name a statement cannot write is not written.
 #[test]
 fn record_stream_help_is_right_where_it_is_followed() {
-    let fixture = repo_root().join("fixtures/python/SL002/bad_augment_record_own_stream.py");
-    let (_, out, _) = run(&[
-        "check",
-        "--isolated",
-        "--output-format",
-        "json",
-        fixture.to_str().unwrap(),
-    ]);
-    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let help = items[0]["help"].as_str().unwrap();
+    let help = &helps("python/SL002/bad_augment_record_own_stream.py")[0];
     assert!(help.contains("outside the `with` block"), "{help}");
-    let fixture = repo_root().join("fixtures/python/SL002/bad_record_own_stream_in_block.py");
-    let (_, out, _) = run(&[
-        "check",
-        "--isolated",
-        "--output-format",
-        "json",
-        fixture.to_str().unwrap(),
-    ]);
-    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
-    for item in items.as_array().unwrap() {
-        let help = item["help"].as_str().unwrap_or_default();
+    for help in helps("python/SL002/bad_record_own_stream_in_block.py") {
         assert!(
             !help.contains(", ") || !help.contains(".record_stream("),
             "{help}"
         );
     }
+}
+
+/// A wait on the current stream, for a use inside a side-stream block, goes before the block:
+/// inside it, `current_stream()` is the side stream and the wait would be on itself.
+#[test]
+fn wait_help_places_a_wait_on_the_current_stream_before_the_block() {
+    let help = &helps("python/SL003/bad_side_reads_input_without_wait.py")[0];
+    assert!(help.contains("before the `with` block"), "{help}");
 }
 
 #[test]

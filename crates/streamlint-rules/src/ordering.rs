@@ -199,18 +199,36 @@ impl MissingStreamWait {
         } else {
             cx.wait_stream_edit(consumer, producer, op.span, Some(consumer))
         };
-        cx.report_once(buffer, Finding {
-            fix,
-            code: "SL003",
-            severity: Severity::Error,
-            message,
-            span: op.span,
-            labels,
-            help: Some(format!(
-                "make {c} wait for {p} after the {} and before this use: `{}` (or wait on an event recorded on {p} after it)",
-                if raw { "write" } else { "read" },
-                cx.wait_stream_fix(consumer, producer)
-            )),
-        });
+        cx.report_once(
+            buffer,
+            Finding {
+                fix,
+                code: "SL003",
+                severity: Severity::Error,
+                message,
+                span: op.span,
+                labels,
+                help: Some(wait_help(cx, consumer, producer, raw)),
+            },
+        );
+    }
+}
+
+/// Where and how to make `consumer` wait for `producer`. The current stream at entry is spelled
+/// `current_stream()`, which inside the `with` block that makes `consumer` current is
+/// `consumer` itself: there the wait goes before the block.
+fn wait_help(cx: &Context<'_>, consumer: StreamId, producer: StreamId, raw: bool) -> String {
+    let (c, p) = (cx.stream_name(consumer), cx.stream_name(producer));
+    let wait = cx.wait_stream_fix(consumer, producer);
+    let after = if raw { "write" } else { "read" };
+    let ambient = cx.body.ambient;
+    if producer == ambient && consumer != ambient && cx.body.returns_to_ambient {
+        format!(
+            "make {c} wait for {p} after the {after} and before the `with` block that makes {c} current (inside it, `current_stream()` is {c} itself): `{wait}` (or wait on an event recorded on {p} after it)"
+        )
+    } else {
+        format!(
+            "make {c} wait for {p} after the {after} and before this use: `{wait}` (or wait on an event recorded on {p} after it)"
+        )
     }
 }
