@@ -189,6 +189,14 @@ fn fixes_remove_their_findings_and_add_none() {
             .to_string();
         for finding in &before {
             let Some(fix) = &finding.fix else { continue };
+            // A fix orders what needs ordering; it never stalls the host to do it.
+            let stalls = fix
+                .text_edits(&source)
+                .iter()
+                .any(|e| e.content.contains("synchronize("));
+            if stalls {
+                failures.push(format!("{rel}: `{}` adds a host synchronize", fix.message));
+            }
             let after = fix.apply(&source);
             let again = check_source(&path, &after, &settings);
             if again.iter().any(|f| f.code == "SL900") {
