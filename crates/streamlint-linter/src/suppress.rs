@@ -116,11 +116,12 @@ fn parse_comment(comment: &str, row: usize, span: Span) -> Vec<Directive> {
             } else {
                 continue;
             };
-            // By code or by name, as `--select` takes them.
+            // By code or by name, as `--select` takes them; the list ends at its `]` (another
+            // comment may follow on the line).
+            let list = list.trim().trim_start_matches('[');
             let codes = list
-                .trim()
-                .trim_start_matches('[')
-                .trim_end_matches(']')
+                .split_once(']')
+                .map_or(list, |(inside, _)| inside)
                 .split(',')
                 .map(str::trim)
                 .filter(|c| !c.is_empty())
@@ -245,6 +246,9 @@ mod tests {
         let found = directives(src, "#");
         assert_eq!(found[0].codes, ["SL003"]);
         assert_eq!(found[1].codes, ["SL002"]);
+        // The list ends at its bracket, whatever comment follows.
+        let found = directives("x // streamlint: ignore[SL003] // why\n", "//");
+        assert_eq!(found[0].codes, ["SL003"]);
     }
 
     #[test]
