@@ -330,26 +330,35 @@ fn release_needs_record_stream_reverse_wait_or_sync() {
     }
 }
 
-#[test]
-fn a_sync_on_one_branch_does_not_count_after_the_join() {
-    let (mut b, main, side) = builder();
-    let x = tensor(&mut b, "x");
-    produce(&mut b, x, main);
+/// `if c: <what>`: `what` builds the branch taken on one path; the builder ends at the join.
+fn on_one_branch<T>(b: &mut BodyBuilder, what: impl FnOnce(&mut BodyBuilder) -> T) -> T {
     let entry = b.current();
     let then = b.new_block();
     let join = b.new_block();
     b.edge(entry, then);
     b.edge(entry, join);
     b.switch_to(then);
-    b.push(
-        OpKind::WaitStream {
-            waiter: side,
-            waitee: main,
-        },
-        Span::default(),
-    );
-    b.edge(then, join);
+    let made = what(b);
+    let end = b.current();
+    b.edge(end, join);
     b.switch_to(join);
+    made
+}
+
+#[test]
+fn a_sync_on_one_branch_does_not_count_after_the_join() {
+    let (mut b, main, side) = builder();
+    let x = tensor(&mut b, "x");
+    produce(&mut b, x, main);
+    on_one_branch(&mut b, |b| {
+        b.push(
+            OpKind::WaitStream {
+                waiter: side,
+                waitee: main,
+            },
+            Span::default(),
+        );
+    });
     let r = read(&mut b, x, side);
     let body = b.finish();
     assert_eq!(before(&body, r).unordered_writes(x, side).len(), 1);
@@ -362,15 +371,9 @@ fn a_device_test_on_one_branch_is_not_on_every_path() {
     let (mut b, main, _side) = builder();
     let x = tensor(&mut b, "x");
     produce(&mut b, x, main);
-    let entry = b.current();
-    let then = b.new_block();
-    let join = b.new_block();
-    b.edge(entry, then);
-    b.edge(entry, join);
-    b.switch_to(then);
-    let test = b.push(OpKind::DeviceTest { buffer: x }, Span::default());
-    b.edge(then, join);
-    b.switch_to(join);
+    let test = on_one_branch(&mut b, |b| {
+        b.push(OpKind::DeviceTest { buffer: x }, Span::default())
+    });
     let r = read(&mut b, x, main);
     b.push(OpKind::DeviceTest { buffer: x }, Span::default());
     let after = read(&mut b, x, main);
@@ -465,21 +468,15 @@ fn event_recorded_on_one_path_is_maybe_recorded() {
         internal: false,
     });
     b.push(OpKind::NewEvent { event: e }, Span::default());
-    let entry = b.current();
-    let then = b.new_block();
-    let join = b.new_block();
-    b.edge(entry, then);
-    b.edge(entry, join);
-    b.switch_to(then);
-    b.push(
-        OpKind::RecordEvent {
-            event: e,
-            stream: main,
-        },
-        Span::default(),
-    );
-    b.edge(then, join);
-    b.switch_to(join);
+    on_one_branch(&mut b, |b| {
+        b.push(
+            OpKind::RecordEvent {
+                event: e,
+                stream: main,
+            },
+            Span::default(),
+        );
+    });
     let w = b.push(
         OpKind::WaitEvent {
             event: e,
