@@ -219,19 +219,19 @@ impl<'a> Lowerer<'a> {
 /// The names whose residence a condition tests: `t.is_cuda`, `t.is_cpu`, `t.device == d`,
 /// `t.device.type in ("cuda", "npu")`, through `and`, `or` and `not`.
 fn device_tested_names<'e>(test: &'e Expr, out: &mut Vec<&'e str>) {
-    let receiver = |e: &'e Expr| match e {
-        Expr::Attribute { value, attr, .. } if attr == "device" => match value.as_ref() {
-            Expr::Name { id, .. } => Some(id.as_str()),
-            _ => None,
-        },
-        Expr::Attribute { value, attr, .. } if attr == "type" => match value.as_ref() {
+    // `t.device` or `t.device.type`, for a name `t`.
+    let receiver = |e: &'e Expr| {
+        let device = match e {
+            Expr::Attribute { value, attr, .. } if attr == "type" => value.as_ref(),
+            other => other,
+        };
+        match device {
             Expr::Attribute { value, attr, .. } if attr == "device" => match value.as_ref() {
                 Expr::Name { id, .. } => Some(id.as_str()),
                 _ => None,
             },
             _ => None,
-        },
-        _ => None,
+        }
     };
     match test {
         Expr::Attribute { value, attr, .. } if attr == "is_cuda" || attr == "is_cpu" => {
