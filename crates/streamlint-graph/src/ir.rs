@@ -211,11 +211,20 @@ impl EscapeKind {
         matches!(self, EscapeKind::Caller | EscapeKind::OtherThread)
     }
 
-    /// Who receives the value and uses it on its current stream, as a message says it.
-    pub fn receiver(self) -> &'static str {
+    /// How the value leaves, for a message to continue with "uses it on ..."
+    /// (`returned to the caller, who`).
+    pub fn hand_off(self) -> &'static str {
         match self {
-            EscapeKind::OtherThread => "another thread, which",
-            _ => "the caller, who",
+            EscapeKind::OtherThread => "handed to another thread, which",
+            _ => "returned to the caller, who",
+        }
+    }
+
+    /// Who holds the value once it has left (`the caller`).
+    pub fn holder(self) -> &'static str {
+        match self {
+            EscapeKind::OtherThread => "that thread",
+            _ => "the caller",
         }
     }
 }

@@ -170,12 +170,10 @@ impl MissingStreamWait {
         } else if left == EscapeKind::LeftOnArgument {
             format!("`{name}` is written on {p} and left on the caller's object when `{}` returns, but {c} never waits for {p}, which the caller cannot name: it uses the value on its current stream, where the write may not have finished", cx.body.name)
         } else if returned {
-            let handed = if left == EscapeKind::OtherThread {
-                "handed to"
-            } else {
-                "returned to"
-            };
-            format!("`{name}` is {handed} {} uses it on {c}, but {c} never waits for {p}, which produces it", left.receiver())
+            format!(
+                "`{name}` is {} uses it on {c}, but {c} never waits for {p}, which produces it",
+                left.hand_off()
+            )
         } else if raw {
             format!("`{name}` is {} on {c} but was written on {p} with no wait in between: {c} can run before {p} has finished{contract}", if write { "written" } else { "read" })
         } else {

@@ -121,18 +121,14 @@ impl TransferInSideStream {
                 ..
             }
         );
-        let use_text = if on_argument {
-            format!("left on the caller's object, which the caller uses on {c}")
-        } else if let OpKind::Escape {
-            kind: EscapeKind::OtherThread,
-            ..
-        } = op.kind
-        {
-            format!("handed to another thread, which uses it on {c}")
-        } else if returned {
-            format!("returned to the caller, who uses it on {c}")
-        } else {
-            format!("used on {c}")
+        let use_text = match op.kind {
+            _ if on_argument => {
+                format!("left on the caller's object, which the caller uses on {c}")
+            }
+            OpKind::Escape { kind, .. } if returned => {
+                format!("{} uses it on {c}", kind.hand_off())
+            }
+            _ => format!("used on {c}"),
         };
         // The edit adds the wait only: offered where that is all that is missing.
         let edit = if returned || !recorded {
@@ -191,12 +187,8 @@ impl TransferInSideStream {
             cx.stream_name(consumer).to_string(),
         );
         let what = match op.kind {
-            OpKind::Escape {
-                kind: EscapeKind::OtherThread,
-                ..
-            } => "handed to another thread",
-            OpKind::Escape { .. } => "handed to the caller",
-            _ => "freed",
+            OpKind::Escape { kind, .. } => format!("handed to {}", kind.holder()),
+            _ => "freed".to_string(),
         };
         cx.report_once(buffer, Finding {
             fix: None,
