@@ -392,9 +392,42 @@ pub struct Body {
     /// contract at function boundaries (an argument is ready on the caller's current stream and
     /// on no other) rather than given the benefit of a caller's ordering.
     pub uncalled: bool,
+    /// Names bound to tensors while the body was lowered, in program order, where the frontend
+    /// tracks them (see [`Body::name_at`]).
+    pub bindings: Vec<NameBinding>,
+}
+
+/// `name` holds `tensors` from the op `from` on (until a later binding of the name): code
+/// inserted there can call them by it. No tensors: the name holds none any more.
+#[derive(Clone, Debug)]
+pub struct NameBinding {
+    pub from: OpId,
+    pub name: Box<str>,
+    pub tensors: Vec<BufferId>,
 }
 
 impl Body {
+    /// The name code inserted before `at` can use for `buffer`: the name bound to it last
+    /// before `at` and not rebound since (after `batch = self.next; self.preload()`, `batch`,
+    /// not the attribute that now holds the next batch). `None` when no name holds it there.
+    /// A buffer the frontend bound to no name is called by its own name, where the code uses it.
+    pub fn name_at(&self, buffer: BufferId, at: OpId) -> Option<&str> {
+        let bound = self.bindings.iter().any(|n| n.tensors.contains(&buffer));
+        if !bound {
+            let b = self.buffer(buffer);
+            return b.spelled.then_some(b.name.as_str());
+        }
+        let before: &[NameBinding] = {
+            let end = self.bindings.partition_point(|n| n.from <= at);
+            &self.bindings[..end]
+        };
+        before.iter().enumerate().rev().find_map(|(i, n)| {
+            let holds = n.tensors.contains(&buffer)
+                && !before[i + 1..].iter().any(|later| later.name == n.name);
+            holds.then_some(&*n.name)
+        })
+    }
+
     /// The callee lowered in place at the call `span`, if one was.
     pub fn inlined_callee(&self, span: Span) -> Option<&str> {
         self.inlined_calls
@@ -492,6 +525,7 @@ impl fmt::Display for StreamId {
 /// A saved control-flow graph; see [`BodyBuilder::checkpoint`].
 pub struct Checkpoint {
     ops: usize,
+    bindings: usize,
     blocks: Vec<Block>,
     current: BlockId,
 }
@@ -526,6 +560,7 @@ impl BodyBuilder {
             inlined_calls: Vec::new(),
             arguments: Vec::new(),
             uncalled: false,
+            bindings: Vec::new(),
         };
         BodyBuilder {
             body,
@@ -553,6 +588,15 @@ impl BodyBuilder {
 
     pub fn body(&self) -> &Body {
         &self.body
+    }
+    /// `name` holds `tensors` from the next op on (see [`Body::name_at`]).
+    pub fn bind_name(&mut self, name: &str, tensors: Vec<BufferId>) {
+        let from = OpId(self.body.ops.len() as u32);
+        self.body.bindings.push(NameBinding {
+            from,
+            name: name.into(),
+            tensors,
+        });
     }
     /// Lower a callee in place at the call `span` (see [`Body::inlined_calls`]), until
     /// [`Self::end_inline`] with what this returns. Nested calls keep the outermost call's span:
@@ -652,12 +696,14 @@ impl BodyBuilder {
     pub fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
             ops: self.body.ops.len(),
+            bindings: self.body.bindings.len(),
             blocks: self.body.blocks.clone(),
             current: self.current,
         }
     }
     pub fn rollback(&mut self, cp: Checkpoint) {
         self.body.ops.truncate(cp.ops);
+        self.body.bindings.truncate(cp.bindings);
         self.body.blocks = cp.blocks;
         self.current = cp.current;
     }

@@ -77,7 +77,7 @@ impl Rule for UnsynchronizedHostAccess {
             (
                 format!("`{name}` is read on the host before the non-blocking copy on {s} that fills it has finished: the host can see stale values"),
                 format!("copied from the device on {s} here"),
-                format!("record an event on {s} after the copy and call `event.synchronize()` before reading (or `{s}`'s `synchronize()`)"),
+                format!("record an event on {s} after the copy and call `event.synchronize()` before reading (or synchronize {s} itself)"),
             )
         };
         cx.report_once(

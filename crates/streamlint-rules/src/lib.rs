@@ -161,14 +161,13 @@ impl<'b> Context<'b> {
         &self.body.buffer(b).name
     }
 
-    /// The call that tells the allocator about a use, where the language has one.
-    /// `b.record_stream(s)` as code, where the code has a name for `b` a statement can write.
-    fn record_stream_fix(&self, b: BufferId, s: streamlint_graph::StreamId) -> Option<String> {
+    /// The call that tells the allocator about a use, where the language has one:
+    /// `b.record_stream(s)` as a statement inserted before `at`, where a name holds `b` there
+    /// (the name the code uses for it at that point, not one rebound since).
+    fn record_stream_fix(&self, b: BufferId, s: StreamId, at: OpId) -> Option<String> {
         let spell = self.body.spelling.record_stream?;
-        if !self.body.buffer(b).spelled {
-            return None;
-        }
-        Some(spell(self.buffer_name(b), &self.body.stream(s).expr))
+        let name = self.body.name_at(b, at)?;
+        Some(spell(name, &self.body.stream(s).expr))
     }
 
     fn wait_stream_fix(&self, waiter: StreamId, waitee: StreamId) -> String {
@@ -250,17 +249,16 @@ impl<'b> Context<'b> {
                 None => last.push((s, u)),
             }
         }
-        if !self.body.buffer(buffer).spelled {
-            return None;
-        }
         let mut edits = Vec::new();
+        let mut names = Vec::new();
         for &(s, u) in &last {
             if !self.spellable(s, Some(s)) {
                 return None;
             }
+            names.push(self.body.name_at(buffer, u)?);
             let statement = format!(
                 "{}{}",
-                self.record_stream_fix(buffer, s)?,
+                self.record_stream_fix(buffer, s, u)?,
                 self.body.spelling.statement_end
             );
             edits.push(Edit::InsertLineBefore {
@@ -272,11 +270,7 @@ impl<'b> Context<'b> {
         let tensor = matches!(how, Production::Compute | Production::Allocate);
         let safe = tensor && last.iter().all(|(s, _)| self.always_bound(*s));
         Some(Fix {
-            message: format!(
-                "record `{}` on {}",
-                self.buffer_name(buffer),
-                streams.join(" and ")
-            ),
+            message: format!("record `{}` on {}", names[0], streams.join(" and ")),
             applicability: if safe {
                 Applicability::Safe
             } else {

@@ -22,7 +22,7 @@ impl Rule for MissingRecordStream {
         body.has_other_streams()
     }
 
-    fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
+    fn visit(&self, cx: &mut Context<'_>, id: OpId, op: &Op, state: &State) {
         match op.kind {
             OpKind::Release { buffer, cause } => {
                 let (site, free_stream) = match cause {
@@ -55,7 +55,7 @@ impl Rule for MissingRecordStream {
                 }
             }
             OpKind::Escape { buffer, kind } if kind.consumed_on_ambient() => {
-                self.check_hand_off(cx, state, buffer, kind, op.span)
+                self.check_hand_off(cx, state, buffer, kind, id)
             }
             _ => {}
         }
@@ -202,8 +202,8 @@ impl MissingRecordStream {
                     "make the current stream wait for {} before returning (`{}`){}",
                     cx.stream_name(user),
                     cx.wait_stream_fix(alloc, user),
-                    match cx.record_stream_fix(buffer, user) {
-                        Some(record) => format!(", or, if the caller never writes it, call `{record}`"),
+                    match cx.record_stream_fix(buffer, user, last_use) {
+                        Some(record) => format!(", or, if the caller never writes it, call `{record}` after its last use on {}", cx.stream_name(user)),
                         None => String::new(),
                     }
                 )),
@@ -211,7 +211,7 @@ impl MissingRecordStream {
             cx.report_once(buffer, finding);
             return;
         }
-        let fix = match (site, cx.record_stream_fix(buffer, user)) {
+        let fix = match (site, cx.record_stream_fix(buffer, user, last_use)) {
             (_, Some(_)) => cx.record_stream_edit(buffer, b.how, &uncovered),
             (ReleaseSite::Here, None) => cx.wait_stream_edit(alloc, user, span, None),
             _ => None,
@@ -227,9 +227,10 @@ impl MissingRecordStream {
             ),
             span: primary,
             labels,
-            help: Some(match cx.record_stream_fix(buffer, user) {
+            help: Some(match cx.record_stream_fix(buffer, user, last_use) {
                 Some(record) => format!(
-                    "call `{record}` before the tensor is freed, or make {} wait for {} first (`{}`)",
+                    "call `{record}` after its last use on {}, before it is freed, or make {} wait for {} first (`{}`)",
+                    cx.stream_name(user),
                     cx.stream_name(alloc),
                     cx.stream_name(user),
                     cx.wait_stream_fix(alloc, user)
@@ -254,8 +255,9 @@ impl MissingRecordStream {
         state: &State,
         buffer: BufferId,
         kind: EscapeKind,
-        span: Span,
+        at: OpId,
     ) {
+        let span = cx.span(at);
         let Some(b) = state.buffer(buffer) else {
             return;
         };
@@ -294,7 +296,7 @@ impl MissingRecordStream {
             ),
             span,
             labels: vec![Label { span: cx.span(b.produced_at), message: format!("allocated on {}", cx.stream_name(alloc)) }],
-            help: cx.record_stream_fix(buffer, ambient).map(|fix| format!("call `{fix}` before handing it over")),
+            help: cx.record_stream_fix(buffer, ambient, at).map(|fix| format!("call `{fix}` before handing it over")),
         };
         cx.report_once(buffer, finding);
     }

@@ -19,7 +19,7 @@ impl Rule for RecordStreamWrongStream {
         body.has_op(|k| matches!(k, OpKind::RecordStream { .. } | OpKind::Raw { .. }))
     }
 
-    fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
+    fn visit(&self, cx: &mut Context<'_>, id: OpId, op: &Op, state: &State) {
         if let OpKind::Raw { buffer, stream, .. } = op.kind {
             return guard_on_other_stream(cx, buffer, stream, op, state);
         }
@@ -58,7 +58,7 @@ impl Rule for RecordStreamWrongStream {
         {
             (
                 format!("`record_stream` of {} on `{name}` does nothing: `{name}` was allocated on that stream, and the allocator ignores uses on the allocation stream", cx.stream_name(stream)),
-                consumer_help(cx, buffer, alloc, stream),
+                consumer_help(cx, buffer, alloc, stream, id),
             )
         } else if known_allocation(b.how)
             && !used_on(cx.body, buffer, stream)
@@ -69,7 +69,7 @@ impl Rule for RecordStreamWrongStream {
                     "`record_stream` of {} on `{name}`, which is never used on that stream",
                     cx.stream_name(stream)
                 ),
-                consumer_help(cx, buffer, alloc, stream),
+                consumer_help(cx, buffer, alloc, stream, id),
             )
         } else {
             return;
@@ -145,6 +145,7 @@ fn consumer_help(
     buffer: BufferId,
     alloc: StreamId,
     recorded: StreamId,
+    at: OpId,
 ) -> String {
     let consumers: Vec<StreamId> = streams_using(cx.body, buffer)
         .into_iter()
@@ -155,7 +156,7 @@ fn consumer_help(
             .to_string();
     };
     let inside_block = consumer == cx.body.ambient && recorded == alloc && alloc != consumer;
-    match cx.record_stream_fix(buffer, consumer) {
+    match cx.record_stream_fix(buffer, consumer, at) {
         Some(fix) if inside_block => format!(
             "record the stream that consumes it, outside the `with` block that makes {} current (there `current_stream()` is the consumer's): `{fix}`",
             cx.stream_name(alloc),

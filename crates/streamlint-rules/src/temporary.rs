@@ -131,7 +131,11 @@ impl TemporaryStream {
             message: format!("{s} {gone} while its write to `{name}` may be pending: with no owned stream left, automatic tracking stops and later users of `{name}` are not ordered after that write"),
             span,
             labels,
-            help: Some(format!("keep {s} alive until the consumers are enqueued, or `{}` before it goes", cx.wait_stream_fix(ambient, stream))),
+            help: Some(if cx.is_temporary(stream) {
+                format!("bind the stream to a variable that lives until the consumers are enqueued, and make {} wait for it before it goes", cx.stream_name(ambient))
+            } else {
+                format!("keep {s} alive until the consumers are enqueued, or `{}` before it goes", cx.wait_stream_fix(ambient, stream))
+            }),
         });
     }
 
@@ -146,7 +150,7 @@ impl TemporaryStream {
             message: format!("work is enqueued on a stream that is never bound to a name: {why}"),
             span,
             labels: vec![Label { span: op.span, message: "unordered use here".into() }],
-            help: Some("bind the stream to a name (or keep it on `self`), make it wait for the current stream before the block (`s.wait_stream(torch.cuda.current_stream())`) and make the consumer wait for it after".into()),
+            help: Some("bind the stream to a name, `s = torch.cuda.Stream()` (or keep it on `self`), make it wait for the current stream before the block (`s.wait_stream(torch.cuda.current_stream())`) and make the consumer wait for it after".into()),
         });
     }
 }

@@ -21,20 +21,20 @@ impl Rule for TransferInSideStream {
         body.has_other_streams()
     }
 
-    fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
+    fn visit(&self, cx: &mut Context<'_>, id: OpId, op: &Op, state: &State) {
         match op.kind {
             OpKind::Read { buffer, stream }
             | OpKind::Write { buffer, stream }
             | OpKind::Raw { buffer, stream, .. } => {
-                self.check_wait(cx, state, buffer, stream, op, false);
+                self.check_wait(cx, state, buffer, stream, id, false);
             }
             OpKind::Escape {
                 buffer,
                 kind: EscapeKind::LeftOnArgument,
             } => {
                 let ambient = cx.body.ambient;
-                if !self.check_wait(cx, state, buffer, ambient, op, true) {
-                    self.check_record(cx, state, buffer, op, &[ambient]);
+                if !self.check_wait(cx, state, buffer, ambient, id, true) {
+                    self.check_record(cx, state, buffer, id, &[ambient]);
                 }
             }
             OpKind::Escape { buffer, kind } if kind.consumed_on_ambient() => {
@@ -44,8 +44,8 @@ impl Rule for TransferInSideStream {
                         .buffer(buffer)
                         .is_some_and(|b| cx.is_callers_stream(b.alloc_stream));
                 let ambient = cx.body.ambient;
-                if callers || !self.check_wait(cx, state, buffer, ambient, op, true) {
-                    self.check_record(cx, state, buffer, op, &[ambient]);
+                if callers || !self.check_wait(cx, state, buffer, ambient, id, true) {
+                    self.check_record(cx, state, buffer, id, &[ambient]);
                 }
             }
             OpKind::Release { buffer, .. } => {
@@ -54,18 +54,14 @@ impl Rule for TransferInSideStream {
                     .into_iter()
                     .map(|(s, _)| s)
                     .collect();
-                self.check_record(cx, state, buffer, op, &users);
+                self.check_record(cx, state, buffer, id, &users);
             }
             OpKind::ScopeEnd => {
                 for buffer in released_at_scope_end(cx.body, state) {
                     let uncovered = state.uncovered_uses(buffer);
                     if let Some(&(_, last)) = uncovered.iter().max_by_key(|(_, u)| *u) {
                         let users: Vec<StreamId> = uncovered.iter().map(|(s, _)| *s).collect();
-                        let at = Op {
-                            kind: op.kind.clone(),
-                            span: cx.span(last),
-                        };
-                        self.check_record(cx, state, buffer, &at, &users);
+                        self.check_record(cx, state, buffer, last, &users);
                     }
                 }
             }
@@ -82,9 +78,10 @@ impl TransferInSideStream {
         state: &State,
         buffer: BufferId,
         consumer: StreamId,
-        op: &Op,
+        at: OpId,
         returned: bool,
     ) -> bool {
+        let op = cx.body.op(at);
         let Some(b) = state.buffer(buffer) else {
             return false;
         };
@@ -107,6 +104,7 @@ impl TransferInSideStream {
             cx.stream_name(b.alloc_stream).to_string(),
             cx.stream_name(consumer).to_string(),
         );
+        let span = op.span;
         // Where the language has no `record_stream` (Rust), only the wait is missing.
         let recorded = records(cx, buffer, consumer) || cx.body.spelling.record_stream.is_none();
         let missing = if recorded {
@@ -134,18 +132,18 @@ impl TransferInSideStream {
         let edit = if returned || !recorded {
             None
         } else {
-            cx.wait_stream_edit(consumer, b.alloc_stream, op.span, Some(consumer))
+            cx.wait_stream_edit(consumer, b.alloc_stream, span, Some(consumer))
         };
         cx.report_once(buffer, Finding {
             fix: edit,
             code: "SL004",
             severity: Severity::Error,
             message: format!("`{name}` is copied to the device on {side} and {use_text} without {missing}: {c} can read it before the copy has landed"),
-            span: op.span,
+            span,
             labels: std::iter::once(Label { span: cx.span(b.produced_at), message: format!("copied on {side} here") })
                 .chain(state.last_wait(consumer).map(|w| Label { span: cx.span(w), message: "this wait does not cover the copy".into() }))
                 .collect(),
-            help: Some(fix(cx, buffer, b.alloc_stream, consumer, recorded)),
+            help: Some(help(cx, buffer, b.alloc_stream, consumer, Missing { wait: true, record: !recorded }, at)),
         });
         true
     }
@@ -157,12 +155,13 @@ impl TransferInSideStream {
         cx: &mut Context<'_>,
         state: &State,
         buffer: BufferId,
-        op: &Op,
+        at: OpId,
         users: &[StreamId],
     ) {
         let Some(b) = state.buffer(buffer) else {
             return;
         };
+        let op = cx.body.op(at);
         // A value the object (or a container) also keeps is still handed to the caller, who
         // uses it on its own stream: whoever frees it later does not wait for that use.
         let to_caller =
@@ -186,6 +185,10 @@ impl TransferInSideStream {
             cx.stream_name(b.alloc_stream).to_string(),
             cx.stream_name(consumer).to_string(),
         );
+        let missing = Missing {
+            wait: !state.unordered_writes(buffer, consumer).is_empty(),
+            record: true,
+        };
         let what = match op.kind {
             OpKind::Escape { kind, .. } => format!("handed to {}", kind.holder()),
             _ => "freed".to_string(),
@@ -197,7 +200,7 @@ impl TransferInSideStream {
             message: format!("`{name}` is copied to the device on {side}, used on {c} and {what} without `record_stream` of {c}: its memory returns to {side}'s pool while {c} may still read it"),
             span: op.span,
             labels: vec![Label { span: cx.span(b.produced_at), message: format!("copied on {side} here") }],
-            help: Some(fix(cx, buffer, b.alloc_stream, consumer, false)),
+            help: Some(help(cx, buffer, b.alloc_stream, consumer, missing, at)),
         });
     }
 }
@@ -208,18 +211,38 @@ fn records(cx: &Context<'_>, buffer: BufferId, stream: StreamId) -> bool {
         .any(|(_, op)| op.kind == OpKind::RecordStream { buffer, stream })
 }
 
-fn fix(
+/// What a consumer lacks for a copy made on a side stream.
+#[derive(Copy, Clone)]
+struct Missing {
+    /// The consumer does not wait for the copy.
+    wait: bool,
+    /// The allocator does not know the consumer uses it.
+    record: bool,
+}
+
+/// The help for what is missing, with the calls spelled as code inserted before `at`.
+fn help(
     cx: &Context<'_>,
     buffer: BufferId,
     side: StreamId,
     consumer: StreamId,
-    recorded: bool,
+    missing: Missing,
+    at: OpId,
 ) -> String {
     let wait = cx.wait_stream_fix(consumer, side);
-    match cx.record_stream_fix(buffer, consumer) {
-        Some(record) if !recorded => format!(
+    let record = cx.record_stream_fix(buffer, consumer, at);
+    let c = cx.stream_name(consumer);
+    match (missing.wait, missing.record, record) {
+        (true, true, Some(record)) => format!(
             "after the side-stream block, call `{wait}` and `{record}` before using the tensor"
         ),
-        _ => format!("make the consumer wait for the copy before using it: `{wait}`"),
+        (true, true, None) => format!(
+            "after the side-stream block, call `{wait}` before using the tensor, and call `record_stream` of {c} on it before it is freed or handed on"
+        ),
+        (true, false, _) => format!("make the consumer wait for the copy before using it: `{wait}`"),
+        (false, _, Some(record)) => format!("call `{record}` before it is freed or handed on"),
+        (false, _, None) => format!(
+            "call `record_stream` of {c} on the tensor before it is freed or handed on"
+        ),
     }
 }

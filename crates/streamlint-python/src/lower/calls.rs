@@ -250,7 +250,7 @@ impl<'a> Lowerer<'a> {
         for (attr, kind) in summary.assigns.clone() {
             if let AttrKind::Tensor { stream, transfer } = kind {
                 if stream.is_empty() {
-                    self.env.remove(attr.as_str());
+                    self.unbind(&attr);
                     continue;
                 }
                 let s = self.named_stream(&stream);
@@ -266,7 +266,7 @@ impl<'a> Lowerer<'a> {
                 );
                 self.bind(attr, Value::Tensors(vec![buf]));
             } else {
-                self.env.remove(attr.as_str());
+                self.unbind(&attr);
             }
         }
         self.pair_effects_of_method(summary, &vals, args.len(), span);
@@ -321,7 +321,7 @@ impl<'a> Lowerer<'a> {
         match shadowed {
             Some(v) => self.bind(param.clone(), v),
             None => {
-                self.env.remove(param.as_str());
+                self.unbind(&param);
             }
         }
         Some(match result {

@@ -132,6 +132,8 @@ impl<'a> Lowerer<'a> {
             result: self.inline_result.take(),
             restores_stream: std::mem::replace(&mut self.restores_stream, false),
         };
+        // From here on names are the callee's.
+        self.inline_stack.push((callee.module, def.span));
         for (name, value, flag) in bound {
             if let Some(flag) = flag {
                 self.flags.insert(name.clone(), flag);
@@ -140,7 +142,6 @@ impl<'a> Lowerer<'a> {
         }
         let first_buffer = self.b.body().buffers.len();
         let first_stream = self.b.body().streams.len();
-        self.inline_stack.push((callee.module, def.span));
         self.stmts(&def.body);
         self.inline_stack.pop();
         let last = self.b.current();

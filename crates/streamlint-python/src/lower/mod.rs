@@ -22,6 +22,7 @@ use tensors::*;
 use value::*;
 
 use std::collections::BTreeMap;
+use std::rc::Rc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -798,10 +799,35 @@ impl<'a> Lowerer<'a> {
     /// Bind `name` to `value`: every name gets its value here (or by merging and restoring
     /// environments made here), so `placements` counts every way a buffer came to be held.
     fn bind(&mut self, name: String, value: Value) {
-        for buffer in value.buffers() {
+        let buffers = value.buffers();
+        for &buffer in &buffers {
             *self.placements.entry(buffer).or_default() += 1;
         }
-        self.env.insert(name.into(), value);
+        let tensors = if names_tensors(&value) {
+            buffers
+        } else {
+            Vec::new()
+        };
+        let name: Rc<str> = name.into();
+        let old = self.env.insert(name.clone(), value);
+        self.note_binding(name, tensors, old.as_ref());
+    }
+
+    /// Forget what `name` holds (`del x`, an attribute a method reassigned unseen).
+    fn unbind(&mut self, name: &str) {
+        if let Some((name, old)) = self.env.remove_entry(name) {
+            self.note_binding(name, Vec::new(), Some(&old));
+        }
+    }
+
+    /// Tell the graph which tensors a name of this function holds from here on (see
+    /// `Body::name_at`), where that changes: fixes and help call values by these names. The
+    /// names of a callee lowered in place are not the caller's.
+    fn note_binding(&mut self, name: Rc<str>, tensors: Vec<BufferId>, old: Option<&Value>) {
+        if self.inlining() || (tensors.is_empty() && !old.is_some_and(names_tensors)) {
+            return;
+        }
+        self.b.bind_name(&name, tensors);
     }
 
     /// Is `buffer` held by a name other than `except`? A buffer bound only once is held by one

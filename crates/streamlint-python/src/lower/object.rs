@@ -119,7 +119,7 @@ impl<'a> Lowerer<'a> {
             .cloned()
             .collect();
         for key in stale {
-            self.env.remove(&key);
+            self.unbind(&key);
         }
     }
 

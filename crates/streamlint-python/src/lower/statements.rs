@@ -26,7 +26,7 @@ impl<'a> Lowerer<'a> {
                 for t in targets {
                     if let Expr::Name { id, .. } = t {
                         self.release_name(id, &[], ReleaseCause::Delete, *span);
-                        self.env.remove(id.as_str());
+                        self.unbind(id);
                     }
                 }
             }
@@ -244,7 +244,7 @@ impl<'a> Lowerer<'a> {
                     let bound = alias
                         .clone()
                         .unwrap_or_else(|| name.split('.').next().unwrap_or(name).to_string());
-                    self.env.remove(bound.as_str());
+                    self.unbind(&bound);
                 }
             }
             Stmt::Expr(e) => match self.forwarded_statements(e) {

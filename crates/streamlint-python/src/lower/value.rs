@@ -162,6 +162,11 @@ impl Value {
     }
 }
 
+/// Does a name holding `value` name a tensor (rather than a list or a storage of some)?
+pub(super) fn names_tensors(value: &Value) -> bool {
+    matches!(value, Value::Tensors(_) | Value::Param(_))
+}
+
 /// Names are shared between the copies an environment makes at every branch and loop.
 pub(super) type Env = BTreeMap<Rc<str>, Value>;
 

@@ -206,9 +206,16 @@ impl Lowerer<'_> {
         self.tracking_enabled && (!self.owned_alive.is_empty() || self.owned_elsewhere)
     }
 
+    /// A stream made at `span`: `name` is the variable it is bound to, or for a temporary, a
+    /// description in words (it has no name code could write).
     fn new_stream(&mut self, name: &str, origin: StreamOrigin, span: Span) -> StreamId {
+        let display = if origin == StreamOrigin::Temporary {
+            name.to_string()
+        } else {
+            format!("`{name}`")
+        };
         self.b.add_stream(Stream {
-            display: format!("`{name}`"),
+            display,
             expr: name.to_string(),
             origin,
             span: Some(span),

@@ -1,0 +1,257 @@
+//! Help text that a user can follow word for word: every value its code names is live where
+//! the advice applies. A tensor whose `record_stream` it asks for is held by that name there
+//! (by the graph's bindings, not an attribute rebound since); a stream it waits on or records
+//! is bound there.
+
+mod support;
+
+use streamlint_graph::{Body, BufferId, OpId, OpKind, StreamOrigin};
+use support::fixture_files;
+
+/// A dotted name in a help's code, and what the code does with it.
+#[derive(Debug, PartialEq)]
+enum Reference {
+    /// `t.record_stream(..)`: a tensor.
+    Recorded(String),
+    /// Any other name: a stream, an event, a function.
+    Named(String),
+}
+
+/// The text between backticks: what the help spells as code.
+fn code_spans(help: &str) -> impl Iterator<Item = &str> {
+    help.split('`').skip(1).step_by(2)
+}
+
+/// The dotted names a piece of code refers to; the methods called on them are not names.
+fn references(code: &str) -> Vec<Reference> {
+    let bytes = code.as_bytes();
+    let word = |c: u8| c.is_ascii_alphanumeric() || c == b'_' || c == b'.';
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        let starts =
+            (bytes[i].is_ascii_alphabetic() || bytes[i] == b'_') && (i == 0 || !word(bytes[i - 1]));
+        if !starts {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && word(bytes[i]) {
+            i += 1;
+        }
+        let chain = code[start..i].trim_end_matches('.');
+        let called = bytes.get(i) == Some(&b'(');
+        match (called, chain.rsplit_once('.')) {
+            (true, Some((receiver, "record_stream"))) => {
+                out.push(Reference::Recorded(receiver.to_string()))
+            }
+            (true, Some((receiver, _))) => out.push(Reference::Named(receiver.to_string())),
+            // A function the module defines (`aux_stream()`).
+            (true, None) => {}
+            (false, _) => out.push(Reference::Named(chain.to_string())),
+        }
+    }
+    out
+}
+
+/// Names the help itself introduces (`event`, `s = torch.cuda.Stream()`), the language's
+/// keywords and the APIs' names, not values of the program.
+fn introduced(help: &str, name: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "torch",
+        "self",
+        "event",
+        "_guard",
+        "ptr",
+        "with",
+        "let",
+        "finally",
+        "record_stream",
+        "wait_stream",
+        "synchronize",
+        "non_blocking",
+        "False",
+        "True",
+        "None",
+        "DataLoader",
+        "pin_memory",
+        "join",
+        "cur",
+        "__init__",
+    ];
+    let root = name.split('.').next().unwrap_or(name);
+    (WORDS.contains(&root) && (root != "self" || name == "self"))
+        || help.contains(&format!("`{name} = "))
+        || help.contains(&format!("({name}, "))
+}
+
+/// The buffer an op touches, if it touches one.
+fn op_buffer(kind: &OpKind) -> Option<BufferId> {
+    match *kind {
+        OpKind::Produce { buffer, .. }
+        | OpKind::Read { buffer, .. }
+        | OpKind::Write { buffer, .. }
+        | OpKind::Raw { buffer, .. }
+        | OpKind::HostRead { buffer }
+        | OpKind::HostWrite { buffer }
+        | OpKind::RecordStream { buffer, .. }
+        | OpKind::Release { buffer, .. }
+        | OpKind::Escape { buffer, .. } => Some(buffer),
+        _ => None,
+    }
+}
+
+/// The tensors `name` holds just before `at`, by the graph's bindings: its latest binding.
+fn held_at(body: &Body, name: &str, at: OpId) -> Option<Vec<BufferId>> {
+    body.bindings
+        .iter()
+        .rfind(|n| n.from <= at && &*n.name == name)
+        .map(|n| n.tensors.clone())
+}
+
+/// What is wrong with the name `reference` in a help given at `at` about the ops `touched`.
+fn dead_reference(
+    body: &Body,
+    help: &str,
+    reference: &Reference,
+    at: OpId,
+    touched: &[BufferId],
+) -> Option<String> {
+    match reference {
+        Reference::Recorded(name) => {
+            let held = match held_at(body, name, at) {
+                Some(held) => held,
+                // A name the frontend never bound to a tensor: the buffer's own spelled name.
+                None => body
+                    .buffers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, b)| b.spelled && b.name == *name)
+                    .map(|(i, _)| BufferId(i as u32))
+                    .filter(|b| !body.bindings.iter().any(|n| n.tensors.contains(b)))
+                    .collect(),
+            };
+            (!held.iter().any(|b| touched.contains(b)))
+                .then(|| format!("`{name}` does not hold the tensor there"))
+        }
+        Reference::Named(name) if introduced(help, name) => None,
+        Reference::Named(name) => {
+            let position = body.op(at).span.start;
+            // `self.alt_streams[1]`, `ctx.per_thread_stream()`: named by their container.
+            let stream = body.streams.iter().find(|s| {
+                s.expr == *name
+                    || s.expr
+                        .strip_prefix(name.as_str())
+                        .is_some_and(|r| r.starts_with('[') || r.starts_with('.'))
+            });
+            let event = body.events.iter().find(|e| e.expr == *name);
+            let live = match (stream, event) {
+                (Some(s), _) => match s.origin {
+                    StreamOrigin::Created | StreamOrigin::Temporary | StreamOrigin::Unknown => {
+                        s.span.is_none_or(|made| made.start <= position)
+                    }
+                    _ => true,
+                },
+                (None, Some(e)) => e.created.is_none_or(|made| made.start <= position),
+                // A tensor named as a whole (`x` in "call `x.record_stream(s)`" is above).
+                (None, None) => held_at(body, name, at).is_some_and(|h| !h.is_empty()),
+            };
+            (!live).then(|| format!("`{name}` is not bound there"))
+        }
+    }
+}
+
+/// The ops a finding shows (at its place and its labels): where its advice applies. Else the
+/// last op before its place.
+fn finding_ops(body: &Body, finding: &streamlint_rules::Finding) -> Vec<OpId> {
+    let shown = |span| span == finding.span || finding.labels.iter().any(|l| l.span == span);
+    let ops = || {
+        body.ops
+            .iter()
+            .enumerate()
+            .map(|(i, op)| (OpId(i as u32), op))
+    };
+    let at: Vec<OpId> = ops()
+        .filter(|(_, op)| shown(op.span))
+        .map(|(i, _)| i)
+        .collect();
+    if !at.is_empty() {
+        return at;
+    }
+    ops()
+        .filter(|(_, op)| op.span.start <= finding.span.start && op.span != Default::default())
+        .max_by_key(|(_, op)| op.span.start)
+        .map(|(i, _)| i)
+        .into_iter()
+        .collect()
+}
+
+#[test]
+fn help_names_only_values_live_where_it_applies() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    let python = fixture_files("python", "py").into_iter().map(|p| (p, true));
+    let rust = fixture_files("rust", "rs").into_iter().map(|p| (p, false));
+    for (path, is_python) in python.chain(rust) {
+        let source = std::fs::read_to_string(&path).unwrap();
+        let deadline = streamlint_graph::Deadline::NONE;
+        let bodies = if is_python {
+            let api = streamlint_python::ApiModel::default();
+            streamlint_python::lower_source(&source, &api, deadline).ok()
+        } else {
+            streamlint_rust::lower_source(&source, deadline).ok()
+        };
+        let Some(bodies) = bodies else { continue };
+        for body in &bodies {
+            for finding in streamlint_rules::check_body(body, &|_| true) {
+                let Some(help) = &finding.help else { continue };
+                let at = finding_ops(body, &finding);
+                let touched: Vec<BufferId> = at
+                    .iter()
+                    .filter_map(|&i| op_buffer(&body.op(i).kind))
+                    .collect();
+                for reference in code_spans(help).flat_map(references) {
+                    checked += 1;
+                    let dead = at
+                        .iter()
+                        .map(|&i| dead_reference(body, help, &reference, i, &touched))
+                        .reduce(|a, b| a.and(b))
+                        .flatten();
+                    if let Some(why) = dead {
+                        failures.push(format!(
+                            "{}: {} in `{}`: {why}\n    help: {help}",
+                            path.display(),
+                            finding.code,
+                            body.name
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 200, "only {checked} names checked");
+    assert!(
+        failures.is_empty(),
+        "{} help texts name values not live where they apply:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn references_are_read_from_code() {
+    use Reference::*;
+    assert_eq!(
+        references("batch.record_stream(torch.cuda.current_stream())"),
+        [Recorded("batch".into()), Named("torch.cuda".into())]
+    );
+    assert_eq!(
+        references("self.copy.wait_stream(side)"),
+        [Named("self.copy".into()), Named("side".into())]
+    );
+    assert_eq!(
+        references("main.join(&side)?"),
+        [Named("main".into()), Named("side".into())]
+    );
+    assert_eq!(references("aux_stream()"), []);
+}
