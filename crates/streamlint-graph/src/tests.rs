@@ -668,3 +668,28 @@ fn a_summary_applies_a_helpers_effects_to_the_callers_values() {
     assert_eq!(summary.effects(&unfollowed), []);
     assert_eq!(summary.handed(&unfollowed), None);
 }
+
+/// `batch = self.next; self.next = <next batch>`: before the rebinding both names hold the
+/// first batch (the latest binding is preferred); after it only `batch` does. A tensor bound
+/// to no name is called by its own name.
+#[test]
+fn the_name_of_a_tensor_is_the_one_holding_it_there() {
+    let (mut b, _, side) = builder();
+    let first = tensor(&mut b, "self.next");
+    let next = tensor(&mut b, "self.next");
+    let unbound = tensor(&mut b, "scratch");
+    b.bind_name("self.next", vec![first]);
+    produce(&mut b, first, side);
+    b.bind_name("batch", vec![first]);
+    let before = read(&mut b, first, side);
+    b.bind_name("self.next", vec![next]);
+    let after = read(&mut b, first, side);
+    b.bind_name("batch", Vec::new());
+    let gone = read(&mut b, first, side);
+    let body = b.finish();
+    assert_eq!(body.name_at(first, before), Some("batch"));
+    assert_eq!(body.name_at(first, after), Some("batch"));
+    assert_eq!(body.name_at(next, after), Some("self.next"));
+    assert_eq!(body.name_at(first, gone), None);
+    assert_eq!(body.name_at(unbound, gone), Some("scratch"));
+}
