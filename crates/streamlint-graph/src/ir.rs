@@ -291,8 +291,13 @@ pub enum OpKind {
     /// after what it captured.
     HandOffEvent { event: EventId },
     /// A name still holds the previous instance of `from` while the same site makes a new one:
-    /// that instance lives on as `into`.
-    Carry { from: BufferId, into: BufferId },
+    /// that instance lives on as `into`. Two ops in a row move it, one for its writes and one
+    /// for its reads, each giving them its own identity (see `State::carry`).
+    Carry {
+        from: BufferId,
+        into: BufferId,
+        part: CarriedAccesses,
+    },
     /// The current stream is replaced until further notice (`set_stream`). `restored`: the code
     /// puts the previous stream back on every path, exceptions included.
     SetStream { stream: StreamId, restored: bool },
@@ -316,6 +321,13 @@ impl OpKind {
             _ => None,
         }
     }
+}
+
+/// Which accesses of a carried instance a [`OpKind::Carry`] moves.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum CarriedAccesses {
+    Writes,
+    Reads,
 }
 
 #[derive(Clone, Debug)]

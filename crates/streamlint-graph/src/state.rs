@@ -11,7 +11,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use crate::access_set::AccessSet;
-use crate::ir::{Body, BufferId, EventId, OpId, OpKind, Owner, Production, StreamId};
+use crate::ir::{
+    Body, BufferId, CarriedAccesses, EventId, OpId, OpKind, Owner, Production, StreamId,
+};
 
 /// Whether an event has been recorded on the paths reaching a point (among the paths where it
 /// exists: an event created under a condition is only waited on under it).
@@ -242,18 +244,31 @@ impl State {
         self.performed.insert(access);
     }
 
-    /// Move the current instance of `from` to `into`. Its accesses get the carry op's identity
-    /// (known as ordered where all of them were), because the next instance of `from` will
-    /// perform the same ops again and must not be mistaken for this one.
-    fn carry(&mut self, carry: OpId, from: BufferId, into: BufferId) {
-        let Some(mut b) = self.buffers.get(&from).map(|b| BufferState::clone(b)) else {
+    /// Move the current instance of `from` to `into`, its writes (then, at the next op, its
+    /// reads). Those accesses get the carry op's identity, known as ordered where all of them
+    /// were, because the next instance of `from` will perform the same ops again and must not
+    /// be mistaken for this one. Writes and reads get separate identities: a stream that waited
+    /// for the writes (through an event recorded after the copy) need not have seen the reads
+    /// other streams made, and is still ordered after the writes.
+    fn carry(&mut self, carry: OpId, from: BufferId, into: BufferId, part: CarriedAccesses) {
+        let source = match part {
+            CarriedAccesses::Writes => from,
+            CarriedAccesses::Reads => into,
+        };
+        let Some(mut b) = self.buffers.get(&source).map(|b| BufferState::clone(b)) else {
             return;
+        };
+        let moved = |(_, a): &(StreamId, OpId)| match part {
+            CarriedAccesses::Writes => b.writes.iter().any(|(_, w)| w == a),
+            // The writes carry the first op's identity by now.
+            CarriedAccesses::Reads => a.index() + 1 != carry.index(),
         };
         let accesses: Vec<OpId> = b
             .writes
             .iter()
             .chain(&b.reads)
             .chain(&b.uses)
+            .filter(|x| moved(x))
             .map(|(_, a)| *a)
             .collect();
         let rename = |set: &mut AccessSet| {
@@ -268,12 +283,18 @@ impl State {
         rename(&mut self.host);
         rename(&mut self.handed_off);
         self.performed.insert(carry);
-        let relabel =
-            |set: &BTreeSet<(StreamId, OpId)>| set.iter().map(|(s, _)| (*s, carry)).collect();
-        b.writes = relabel(&b.writes);
-        b.reads = relabel(&b.reads);
-        b.uses = relabel(&b.uses);
-        b.produced_at = carry;
+        let relabel = |set: &BTreeSet<(StreamId, OpId)>| {
+            set.iter()
+                .map(|&(s, a)| if moved(&(s, a)) { (s, carry) } else { (s, a) })
+                .collect()
+        };
+        let (writes, reads, uses) = (relabel(&b.writes), relabel(&b.reads), relabel(&b.uses));
+        b.writes = writes;
+        b.reads = reads;
+        b.uses = uses;
+        if part == CarriedAccesses::Writes {
+            b.produced_at = carry;
+        }
         self.buffers.insert(into, Rc::new(b));
     }
 
@@ -438,7 +459,7 @@ impl State {
                     self.handed_off.union_with(&known);
                 }
             }
-            OpKind::Carry { from, into } => self.carry(id, from, into),
+            OpKind::Carry { from, into, part } => self.carry(id, from, into, part),
             OpKind::ScopeEnd => {
                 self.buffers
                     .retain(|id, b| b.escaped || body.buffer(*id).owner != Owner::Local);

@@ -169,13 +169,15 @@ fn consumer_help(
     }
 }
 
-/// Every stream the body uses the buffer on (the caller's stream for returned values).
+/// Every stream the body uses the buffer on (the caller's stream for returned values), with
+/// the uses of its instances a name carries into a loop's next iteration.
 fn streams_using(body: &Body, buffer: BufferId) -> Vec<StreamId> {
+    let instances = carried_instances(body, buffer);
     let mut out = Vec::new();
     for (_, op) in body.ops_iter() {
         let s = match op.kind {
             OpKind::Read { buffer: b, stream } | OpKind::Write { buffer: b, stream }
-                if b == buffer =>
+                if instances.contains(&b) =>
             {
                 stream
             }
@@ -184,7 +186,7 @@ fn streams_using(body: &Body, buffer: BufferId) -> Vec<StreamId> {
             OpKind::Escape {
                 buffer: b,
                 kind: EscapeKind::Caller | EscapeKind::OtherThread | EscapeKind::Attribute,
-            } if b == buffer => body.ambient,
+            } if instances.contains(&b) => body.ambient,
             _ => continue,
         };
         if !out.contains(&s) {
@@ -192,6 +194,29 @@ fn streams_using(body: &Body, buffer: BufferId) -> Vec<StreamId> {
         }
     }
     out
+}
+
+/// `buffer` and the buffers its previous instances live on as (`OpKind::Carry`): in a loop,
+/// `pending = staged` before the next `staged` is made holds this iteration's value then.
+fn carried_instances(body: &Body, buffer: BufferId) -> Vec<BufferId> {
+    let mut out = vec![buffer];
+    loop {
+        let more: Vec<BufferId> = body
+            .ops_iter()
+            .filter_map(|(_, op)| match op.kind {
+                OpKind::Carry { from, into, .. } if out.contains(&from) && !out.contains(&into) => {
+                    Some(into)
+                }
+                _ => None,
+            })
+            .collect();
+        if more.is_empty() {
+            return out;
+        }
+        out.extend(more);
+        out.sort();
+        out.dedup();
+    }
 }
 
 /// Is the buffer used away from its allocation stream here? If not, recording the allocation

@@ -97,7 +97,9 @@ impl<'a> Lowerer<'a> {
                     self.read_all(&inputs, *span);
                 }
                 match v {
-                    Value::Group(_) => Value::tensors(v.buffers()),
+                    Value::Group(ref items) => {
+                        handle_item(items, index).unwrap_or_else(|| Value::tensors(v.buffers()))
+                    }
                     Value::Tensors(_) | Value::Param(_) | Value::Stream(_) => v,
                     _ => Value::Unknown,
                 }
@@ -247,4 +249,21 @@ impl<'a> Lowerer<'a> {
         }
         self.cx.wrappers.get(id)
     }
+}
+
+/// `events[slot]`, `streams[0]`: the stream or event a list of them holds at `index`, when the
+/// index is a constant or every item is the same one (events made at one site are one event,
+/// so a ring of events waited on by a computed slot is a wait on it). `None` for other lists.
+fn handle_item(items: &[Value], index: &Expr) -> Option<Value> {
+    let item = match index {
+        Expr::Constant {
+            value: Constant::Int(k),
+            ..
+        } => items.get(usize::try_from(*k).ok()?)?,
+        _ => {
+            let first = items.first()?;
+            items.iter().all(|i| i == first).then_some(first)?
+        }
+    };
+    matches!(item, Value::Event(_) | Value::Stream(_)).then(|| item.clone())
 }

@@ -27,7 +27,8 @@ use std::rc::Rc;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use streamlint_graph::{
-    is_dotted_name, BlockId, Body, BodyBuilder, Buffer, BufferId, EscapeKind, Event, EventId,
+    is_dotted_name, BlockId, Body, BodyBuilder, Buffer, BufferId, CarriedAccesses, EscapeKind,
+    Event, EventId,
     Memory, OpKind, Owner, Production, ReleaseCause, Span, Spelling, Stream, StreamId,
     StreamOrigin,
 };
@@ -607,15 +608,26 @@ impl<'a> Lowerer<'a> {
         }
         let b = self.b.body().buffer(buffer).clone();
         let previous = self.buffer_at(span, "previous", &b.name, b.memory, b.owner);
-        self.b.push(
-            OpKind::Carry {
+        for part in [CarriedAccesses::Writes, CarriedAccesses::Reads] {
+            let carry = OpKind::Carry {
                 from: buffer,
                 into: previous,
-            },
-            span,
-        );
-        for v in self.env.values_mut() {
-            v.replace(buffer, previous);
+                part,
+            };
+            self.b.push(carry, span);
+        }
+        let mut holders = Vec::new();
+        for (name, v) in self.env.iter_mut() {
+            if v.holds(buffer) {
+                v.replace(buffer, previous);
+                if names_tensors(v) {
+                    holders.push((name.clone(), v.buffers()));
+                }
+            }
+        }
+        // The names that held the instance hold the previous one now.
+        for (name, tensors) in holders {
+            self.note_binding(name, tensors, None);
         }
         // Every holder of `buffer` now holds the previous instance: take it as shared.
         self.placements.insert(previous, 2);
