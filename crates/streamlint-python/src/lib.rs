@@ -3,6 +3,7 @@
 
 pub mod api;
 mod context;
+mod hooks;
 mod lower;
 mod module;
 mod names;

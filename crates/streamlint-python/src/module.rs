@@ -71,8 +71,10 @@ fn summarize_classes(
         match s {
             Stmt::Def(f) => summarize_classes(cx, constructions, &f.body, out),
             Stmt::Class(c) => {
+                let mut summary = ClassSummary::build(&c.body, cx.api, cx.imports);
+                summary.unpack_arguments = crate::hooks::unpack_arguments(c, cx.api, cx.imports);
                 let info = ClassInfo {
-                    summary: ClassSummary::build(&c.body, cx.api, cx.imports),
+                    summary,
                     exit_restores: c.body.iter().any(|s| {
                         matches!(s, Stmt::Def(m) if m.name == "__exit__" && cx.sets_stream(&m.body))
                     }),

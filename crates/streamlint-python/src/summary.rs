@@ -83,6 +83,8 @@ pub struct ClassSummary {
     /// Event attributes and the stream attribute each is recorded on.
     pub event_streams: FxHashMap<String, String>,
     pub methods: FxHashMap<String, MethodSummary>,
+    /// The class's unpack hooks, with what their argument holds (see `hooks`).
+    pub unpack_arguments: FxHashMap<String, Vec<crate::hooks::Packed>>,
 }
 
 impl ClassSummary {
@@ -364,7 +366,7 @@ impl Scan<'_> {
 
 /// A factory call that makes a CPU tensor: no `device=`, or `device="cpu"` (not `*_like`, which
 /// follows its argument).
-fn makes_host_tensor(call: &Expr) -> bool {
+pub(crate) fn makes_host_tensor(call: &Expr) -> bool {
     let Expr::Call { func, keywords, .. } = call else {
         return false;
     };
@@ -377,13 +379,13 @@ fn makes_host_tensor(call: &Expr) -> bool {
     }
 }
 
-fn keyword_true(call: &Expr, name: &str) -> bool {
+pub(crate) fn keyword_true(call: &Expr, name: &str) -> bool {
     matches!(call, Expr::Call { keywords, .. }
         if matches!(Expr::keyword(keywords, name), Some(Expr::Constant { value: crate::syntax::Constant::Bool(true), .. })))
 }
 
 /// The receiver of a method call expression.
-fn method_receiver(expr: &Expr) -> Option<&Expr> {
+pub(crate) fn method_receiver(expr: &Expr) -> Option<&Expr> {
     match expr {
         Expr::Call { func, .. } => match func.as_ref() {
             Expr::Attribute { value, .. } => Some(value),
@@ -393,7 +395,7 @@ fn method_receiver(expr: &Expr) -> Option<&Expr> {
     }
 }
 
-fn is_method_call(expr: &Expr, method: &str) -> bool {
+pub(crate) fn is_method_call(expr: &Expr, method: &str) -> bool {
     matches!(expr, Expr::Call { func, .. } if matches!(func.as_ref(), Expr::Attribute { attr, .. } if attr == method))
 }
 

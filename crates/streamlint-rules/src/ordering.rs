@@ -2,7 +2,7 @@
 //! write) with no ordering edge in between; and waits that order nothing.
 
 use streamlint_graph::{
-    Body, BufferId, EscapeKind, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin,
+    Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin,
 };
 
 use crate::{
@@ -53,6 +53,10 @@ impl Rule for MissingStreamWait {
                 stream,
                 write,
             } => self.check_use(cx, state, buffer, stream, op, write),
+            // Host memory handed on is not read on the receiver's stream as it stands: the
+            // receiver reads it on the host (SL007 judges that) or copies it, and orders that
+            // copy where it makes it.
+            OpKind::Escape { buffer, .. } if cx.body.buffer(buffer).memory != Memory::Device => {}
             OpKind::Escape { buffer, kind }
                 if kind.consumed_on_ambient() && cx.body.returns_to_ambient =>
             {

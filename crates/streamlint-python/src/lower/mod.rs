@@ -5,6 +5,7 @@
 mod calls;
 mod expressions;
 mod flags;
+mod hooks;
 pub(crate) mod inline;
 mod loops;
 mod modules;
@@ -28,9 +29,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use streamlint_graph::{
     is_dotted_name, BlockId, Body, BodyBuilder, Buffer, BufferId, CarriedAccesses, EscapeKind,
-    Event, EventId,
-    Memory, OpKind, Owner, Production, ReleaseCause, Span, Spelling, Stream, StreamId,
-    StreamOrigin,
+    Event, EventId, Memory, OpKind, Owner, Production, ReleaseCause, Span, Spelling, Stream,
+    StreamId, StreamOrigin,
 };
 
 use crate::api::{
@@ -376,7 +376,12 @@ impl<'a> Lowerer<'a> {
                 .default
                 .as_ref()
                 .filter(|d| self.api_kind(d) == Some(ApiCall::StreamFactory));
-            let value = if let Some(d) = default_stream {
+            let packed = (self.params.len() == 1)
+                .then(|| self.class.and_then(|c| c.unpack_arguments.get(&def.name)))
+                .flatten();
+            let value = if let Some(items) = packed {
+                self.unpack_argument(&p.name, p.span, items)
+            } else if let Some(d) = default_stream {
                 // Evaluated once, when the `def` runs: one stream for every call.
                 let stream = Stream {
                     display: format!("`{}`", p.name),
