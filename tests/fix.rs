@@ -275,10 +275,42 @@ fn waits_on_streams_that_may_be_unbound_need_review() {
     assert_eq!(code, 1, "the SL003 findings remain:\n{out}");
     assert!(out.contains("more with `--unsafe-fixes`"), "{out}");
     let fixed = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
-    assert_eq!(fixed("optional.py"), optional);
+    // The hand-off is fixed by recording the current stream, which is always bound.
+    assert!(
+        !fixed("optional.py").contains("wait_stream(out_alloc_stream)")
+            && fixed("optional.py").contains("output.record_stream(torch.cuda.current_stream())"),
+        "{}",
+        fixed("optional.py")
+    );
     assert!(
         !fixed("branch.py").contains("wait_stream(side_stream)"),
         "{}",
         fixed("branch.py")
+    );
+}
+
+/// A loop that uses the previous step's upload after starting the next one: a wait for the whole
+/// copy stream there would also wait for the new upload and end the overlap. No fix is offered;
+/// the help asks for an event recorded after each upload.
+#[test]
+fn no_fix_serializes_a_loop_that_overlaps_copies() {
+    let path =
+        repo_root().join("fixtures/python/SL004/bad_prefetch_loop_uses_previous_batch_unwaited.py");
+    let (_, out, _) = run(&[
+        "check",
+        "--isolated",
+        "--unsafe-fixes",
+        "--output-format",
+        "json",
+        path.to_str().unwrap(),
+    ]);
+    let items: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let finding = &items[0];
+    assert_eq!(finding["code"], "SL004", "{items:#}");
+    assert!(finding["fix"].is_null(), "{items:#}");
+    let help = finding["help"].as_str().unwrap();
+    assert!(
+        help.contains("wait on an event recorded on `copy_stream` right after the copy"),
+        "{help}"
     );
 }

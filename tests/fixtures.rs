@@ -171,8 +171,10 @@ fn rule_languages() -> Vec<(String, String, usize)> {
 }
 
 /// Every fix offered on a fixture keeps the file parsing, removes the finding it is for and
-/// brings no new one; and the fixes users rely on exist: `record_stream` (SL001), an inserted
-/// wait and a hoisted self-wait (SL003), a stream block (SL008), `join` in Rust.
+/// brings no new one; and the fixes users rely on exist: `record_stream` (SL001, and before a
+/// hand-off in SL004), an inserted wait (before the use, or before the block that makes the
+/// waiting stream current) and a hoisted self-wait (SL003), a stream block (SL008), `join` in
+/// Rust.
 #[test]
 fn fixes_remove_their_findings_and_add_none() {
     let settings = Settings::default();
@@ -246,6 +248,16 @@ fn fixes_remove_their_findings_and_add_none() {
     );
     assert!(
         offered("fixtures/python/SL003", "move the wait before", Safe),
+        "{fixed:#?}"
+    );
+    // The wait before the block that makes the waiting stream current, and the record of the
+    // current stream before a hand-off.
+    assert!(
+        offered("fixtures/python/SL003", "make `self.copy_stream` wait for the current stream", Safe),
+        "{fixed:#?}"
+    );
+    assert!(
+        offered("fixtures/python/SL004", "record `batch` on the current stream", Unsafe),
         "{fixed:#?}"
     );
     assert!(

@@ -468,6 +468,52 @@ pub struct Rewrites {
     /// `set_stream(s)` that a later statement of the same block undoes by setting back the stream
     /// current before: (the set, the restore). The statements between can become a block.
     pub scoped_set_streams: Vec<(Span, Span)>,
+    /// Blocks that make a stream current (`with torch.cuda.stream(s):`), where the language has
+    /// them: code inserted in or before one can tell which stream `current_stream()` is there.
+    pub stream_blocks: Vec<StreamBlock>,
+}
+
+/// A block that makes `stream` current over the ops `ops` (start inclusive, end exclusive).
+#[derive(Clone, Debug)]
+pub struct StreamBlock {
+    /// The expression that makes it current (`torch.cuda.stream(s)`), on the block's first line.
+    pub header: Span,
+    pub stream: StreamId,
+    /// The stream current outside the block, at its header.
+    pub outer: StreamId,
+    pub ops: (OpId, OpId),
+}
+
+impl Body {
+    /// The stream current where `op` runs, as far as stream blocks tell (`None` where a
+    /// statement sets the current stream, which blocks do not show).
+    pub fn current_at(&self, op: OpId) -> Option<StreamId> {
+        if self
+            .ops
+            .iter()
+            .any(|o| matches!(o.kind, OpKind::SetStream { .. }))
+        {
+            return None;
+        }
+        let inside = |b: &&StreamBlock| b.ops.0 <= op && op < b.ops.1;
+        let innermost = self
+            .rewrites
+            .stream_blocks
+            .iter()
+            .filter(inside)
+            .max_by_key(|b| b.ops.0);
+        Some(innermost.map_or(self.ambient, |b| b.stream))
+    }
+
+    /// The outermost block around `op` that makes `stream` current: code before its header
+    /// runs before `stream` is current there.
+    pub fn block_making_current(&self, op: OpId, stream: StreamId) -> Option<&StreamBlock> {
+        self.rewrites
+            .stream_blocks
+            .iter()
+            .filter(|b| b.stream == stream && b.ops.0 <= op && op < b.ops.1)
+            .min_by_key(|b| b.ops.0)
+    }
 }
 
 impl Body {
@@ -600,6 +646,10 @@ impl BodyBuilder {
 
     pub fn body(&self) -> &Body {
         &self.body
+    }
+    /// The id the next op will get.
+    pub fn next_op(&self) -> OpId {
+        OpId(self.body.ops.len() as u32)
     }
     /// `name` holds `tensors` from the next op on (see [`Body::name_at`]).
     pub fn bind_name(&mut self, name: &str, tensors: Vec<BufferId>) {

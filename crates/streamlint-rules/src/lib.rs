@@ -223,6 +223,59 @@ impl<'b> Context<'b> {
         })
     }
 
+    /// The wait that orders `consumer` after `access` (on `producer`) for its use at `at`, as an
+    /// edit: before the use, or where the stream current there cannot be spelled (inside the
+    /// block that makes `consumer` current, `current_stream()` is `consumer`), before that
+    /// block's header. `None` where the wait would serialize a loop (see
+    /// [`Self::wait_holds_back_later_work`]).
+    fn ordering_edit(
+        &self,
+        consumer: StreamId,
+        producer: StreamId,
+        access: OpId,
+        at: OpId,
+    ) -> Option<Fix> {
+        if self.wait_holds_back_later_work(producer, access, at) {
+            return None;
+        }
+        self.wait_stream_edit(consumer, producer, self.span(at), Some(consumer))
+            .or_else(|| {
+                let block = self.body.block_making_current(at, consumer)?;
+                self.wait_stream_edit(consumer, producer, block.header, Some(block.outer))
+            })
+    }
+
+    /// In a loop, would a wait for all of `producer`'s work before `at` also wait for work it
+    /// queued after `access` (the next batch's copy, issued before this use of the previous
+    /// one)? The loop's overlap would be gone: only an event recorded right after `access`
+    /// orders this use and no more.
+    fn wait_holds_back_later_work(&self, producer: StreamId, access: OpId, at: OpId) -> bool {
+        if !self.analysis.in_cycle(at) {
+            return false;
+        }
+        self.body.ops_iter().any(|(id, op)| {
+            let between = if access < at {
+                access < id && id < at
+            } else {
+                id < at
+            };
+            between
+                && id != access
+                && op.kind.work_stream() == Some(producer)
+                && self.analysis.in_cycle(id)
+        })
+    }
+
+    /// `record_stream` of the current stream before `at`, where the value is handed on and
+    /// that stream is current there.
+    fn record_before_hand_off(&self, buffer: BufferId, how: Production, at: OpId) -> Option<Fix> {
+        let ambient = self.body.ambient;
+        if self.body.current_at(at) != Some(ambient) || !self.body.returns_to_ambient {
+            return None;
+        }
+        self.record_stream_edit(buffer, how, &[(ambient, at)])
+    }
+
     /// Does the stream's expression name a stream wherever the body runs? The current stream
     /// and an attribute's or a module's stream do; a parameter may be `None` (a default), a
     /// local name may be bound on some paths only. Fixes that write the others need review.

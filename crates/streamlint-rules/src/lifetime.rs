@@ -284,7 +284,7 @@ impl MissingRecordStream {
         let name = cx.buffer_name(buffer).to_string();
         let alloc = b.alloc_stream;
         let finding = Finding {
-            fix: None,
+            fix: cx.record_before_hand_off(buffer, b.how, at),
             code: "SL001",
             severity: Severity::Error,
             message: format!(

@@ -21,7 +21,7 @@ impl Rule for MissingStreamWait {
         body.has_other_streams()
     }
 
-    fn visit(&self, cx: &mut Context<'_>, _id: OpId, op: &Op, state: &State) {
+    fn visit(&self, cx: &mut Context<'_>, id: OpId, op: &Op, state: &State) {
         match op.kind {
             OpKind::WaitStream { waiter, waitee } if waiter == waitee => {
                 let s = cx.stream_name(waiter).to_string();
@@ -46,13 +46,13 @@ impl Rule for MissingStreamWait {
                     help: Some("take the stream to wait on before entering the stream context (`cur = torch.cuda.current_stream()` outside the `with`), or move the wait before the `with`".into()),
                 });
             }
-            OpKind::Read { buffer, stream } => self.check_use(cx, state, buffer, stream, op, false),
-            OpKind::Write { buffer, stream } => self.check_use(cx, state, buffer, stream, op, true),
+            OpKind::Read { buffer, stream } => self.check_use(cx, state, buffer, stream, id, false),
+            OpKind::Write { buffer, stream } => self.check_use(cx, state, buffer, stream, id, true),
             OpKind::Raw {
                 buffer,
                 stream,
                 write,
-            } => self.check_use(cx, state, buffer, stream, op, write),
+            } => self.check_use(cx, state, buffer, stream, id, write),
             // Host memory handed on is not read on the receiver's stream as it stands: the
             // receiver reads it on the host (SL007 judges that) or copies it, and orders that
             // copy where it makes it.
@@ -60,12 +60,12 @@ impl Rule for MissingStreamWait {
             OpKind::Escape { buffer, kind }
                 if kind.consumed_on_ambient() && cx.body.returns_to_ambient =>
             {
-                self.check_use(cx, state, buffer, cx.body.ambient, op, false)
+                self.check_use(cx, state, buffer, cx.body.ambient, id, false)
             }
             OpKind::Escape {
                 buffer,
                 kind: EscapeKind::LeftOnObject | EscapeKind::LeftOnArgument,
-            } => self.check_use(cx, state, buffer, cx.body.ambient, op, false),
+            } => self.check_use(cx, state, buffer, cx.body.ambient, id, false),
             _ => {}
         }
     }
@@ -102,9 +102,10 @@ impl MissingStreamWait {
         state: &State,
         buffer: BufferId,
         consumer: StreamId,
-        op: &Op,
+        at: OpId,
         write: bool,
     ) {
+        let op = cx.body.op(at);
         let Some(b) = state.buffer(buffer) else {
             return;
         };
@@ -196,10 +197,13 @@ impl MissingStreamWait {
                 ),
             });
         }
+        let serializes = cx.wait_holds_back_later_work(producer, access, at);
+        // Handed on, a value may need more than the wait (its record, a wait where the object
+        // is used next): said in words.
         let fix = if returned {
             None
         } else {
-            cx.wait_stream_edit(consumer, producer, op.span, Some(consumer))
+            cx.ordering_edit(consumer, producer, access, at)
         };
         cx.report_once(
             buffer,
@@ -210,7 +214,7 @@ impl MissingStreamWait {
                 message,
                 span: op.span,
                 labels,
-                help: Some(wait_help(cx, consumer, producer, raw)),
+                help: Some(wait_help(cx, consumer, producer, raw, serializes)),
             },
         );
     }
@@ -219,12 +223,22 @@ impl MissingStreamWait {
 /// Where and how to make `consumer` wait for `producer`. The current stream at entry is spelled
 /// `current_stream()`, which inside the `with` block that makes `consumer` current is
 /// `consumer` itself: there the wait goes before the block.
-fn wait_help(cx: &Context<'_>, consumer: StreamId, producer: StreamId, raw: bool) -> String {
+fn wait_help(
+    cx: &Context<'_>,
+    consumer: StreamId,
+    producer: StreamId,
+    raw: bool,
+    serializes: bool,
+) -> String {
     let (c, p) = (cx.stream_name(consumer), cx.stream_name(producer));
     let wait = cx.wait_stream_fix(consumer, producer);
     let after = if raw { "write" } else { "read" };
     let ambient = cx.body.ambient;
-    if producer == ambient && consumer != ambient && cx.body.returns_to_ambient {
+    if serializes {
+        format!(
+            "record an event on {p} right after the {after} and make {c} wait on that event before this use; waiting for all of {p} here would also wait for the work it queues later in this loop, and the loop would no longer overlap"
+        )
+    } else if producer == ambient && consumer != ambient && cx.body.returns_to_ambient {
         format!(
             "make {c} wait for {p} after the {after} and before the `with` block that makes {c} current (inside it, `current_stream()` is {c} itself): `{wait}` (or wait on an event recorded on {p} after it)"
         )

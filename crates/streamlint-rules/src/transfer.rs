@@ -129,10 +129,14 @@ impl TransferInSideStream {
             _ => format!("used on {c}"),
         };
         // The edit adds the wait only: offered where that is all that is missing.
+        let copy = state
+            .unordered_writes(buffer, consumer)
+            .first()
+            .map_or(b.produced_at, |&(_, w)| w);
         let edit = if returned || !recorded {
             None
         } else {
-            cx.wait_stream_edit(consumer, b.alloc_stream, span, Some(consumer))
+            cx.ordering_edit(consumer, b.alloc_stream, copy, at)
         };
         cx.report_once(buffer, Finding {
             fix: edit,
@@ -143,7 +147,7 @@ impl TransferInSideStream {
             labels: std::iter::once(Label { span: cx.span(b.produced_at), message: format!("copied on {side} here") })
                 .chain(state.last_wait(consumer).map(|w| Label { span: cx.span(w), message: "this wait does not cover the copy".into() }))
                 .collect(),
-            help: Some(help(cx, buffer, b.alloc_stream, consumer, Missing { wait: true, record: !recorded }, at)),
+            help: Some(help(cx, buffer, b.alloc_stream, consumer, Missing { wait: true, record: !recorded, wait_serializes: cx.wait_holds_back_later_work(b.alloc_stream, copy, at) }, at)),
         });
         true
     }
@@ -185,16 +189,25 @@ impl TransferInSideStream {
             cx.stream_name(b.alloc_stream).to_string(),
             cx.stream_name(consumer).to_string(),
         );
+        let unordered = state.unordered_writes(buffer, consumer);
         let missing = Missing {
-            wait: !state.unordered_writes(buffer, consumer).is_empty(),
+            wait: !unordered.is_empty(),
             record: true,
+            wait_serializes: unordered
+                .first()
+                .is_some_and(|&(s, w)| cx.wait_holds_back_later_work(s, w, at)),
         };
         let what = match op.kind {
             OpKind::Escape { kind, .. } => format!("handed to {}", kind.holder()),
             _ => "freed".to_string(),
         };
+        // Handed on after the wait: what is missing is the record, before the hand-off.
+        let fix = match op.kind {
+            OpKind::Escape { .. } if !missing.wait => cx.record_before_hand_off(buffer, b.how, at),
+            _ => None,
+        };
         cx.report_once(buffer, Finding {
-            fix: None,
+            fix,
             code: "SL004",
             severity: Severity::Error,
             message: format!("`{name}` is copied to the device on {side}, used on {c} and {what} without `record_stream` of {c}: its memory returns to {side}'s pool while {c} may still read it"),
@@ -218,6 +231,8 @@ struct Missing {
     wait: bool,
     /// The allocator does not know the consumer uses it.
     record: bool,
+    /// A wait for the whole side stream would also wait for copies a loop queues there later.
+    wait_serializes: bool,
 }
 
 /// The help for what is missing, with the calls spelled as code inserted before `at`.
@@ -229,9 +244,19 @@ fn help(
     missing: Missing,
     at: OpId,
 ) -> String {
-    let wait = cx.wait_stream_fix(consumer, side);
+    let (c, s) = (cx.stream_name(consumer), cx.stream_name(side));
     let record = cx.record_stream_fix(buffer, consumer, at);
-    let c = cx.stream_name(consumer);
+    if missing.wait && missing.wait_serializes {
+        let record = match (missing.record, record) {
+            (false, _) => String::new(),
+            (true, Some(record)) => format!(", and call `{record}`"),
+            (true, None) => format!(", and call `record_stream` of {c} on it"),
+        };
+        return format!(
+            "make {c} wait on an event recorded on {s} right after the copy before using the tensor{record}; waiting for all of {s} here would also wait for the copies it queues later in this loop, and the loop would no longer overlap"
+        );
+    }
+    let wait = cx.wait_stream_fix(consumer, side);
     match (missing.wait, missing.record, record) {
         (true, true, Some(record)) => format!(
             "after the side-stream block, call `{wait}` and `{record}` before using the tensor"

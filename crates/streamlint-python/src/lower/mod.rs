@@ -29,8 +29,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use streamlint_graph::{
     is_dotted_name, BlockId, Body, BodyBuilder, Buffer, BufferId, CarriedAccesses, EscapeKind,
-    Event, EventId, Memory, OpKind, Owner, Production, ReleaseCause, Span, Spelling, Stream,
-    StreamId, StreamOrigin,
+    Event, EventId, Memory, OpId, OpKind, Owner, Production, ReleaseCause, Span, Spelling, Stream,
+    StreamBlock, StreamId, StreamOrigin,
 };
 
 use crate::api::{

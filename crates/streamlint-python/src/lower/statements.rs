@@ -137,6 +137,7 @@ impl<'a> Lowerer<'a> {
                 let saved = self.current;
                 let outer_blocks = self.stream_blocks.len();
                 let mut acquired = Vec::new();
+                let mut made_current = Vec::new();
                 for item in items {
                     self.entering_context = true;
                     let v = self.eval(&item.context);
@@ -147,6 +148,7 @@ impl<'a> Lowerer<'a> {
                             self.current = s;
                             let start = self.b.current();
                             self.stream_blocks.push((s, item.context.span(), start));
+                            made_current.push((s, item.context.span()));
                         }
                         _ => {
                             acquired.extend(self.acquired_streams(&item.context));
@@ -166,7 +168,9 @@ impl<'a> Lowerer<'a> {
                         span,
                     );
                 }
+                let first_op = self.b.next_op();
                 self.stmts(body);
+                self.note_stream_blocks(&made_current, saved, first_op);
                 self.stream_blocks.truncate(outer_blocks);
                 self.current = saved;
                 for &(s, span) in &acquired {

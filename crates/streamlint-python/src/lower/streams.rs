@@ -115,6 +115,31 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// The stream blocks of a `with` statement whose body emitted the ops from `first_op` on:
+    /// where fixes can tell the current stream (see `Rewrites::stream_blocks`). A trial pass
+    /// over a loop is undone, and so are its blocks; a callee's blocks are not the caller's code.
+    pub(super) fn note_stream_blocks(
+        &mut self,
+        made_current: &[(StreamId, Span)],
+        outside: StreamId,
+        first_op: OpId,
+    ) {
+        if self.in_trial || self.inlining() {
+            return;
+        }
+        let end = self.b.next_op();
+        let mut outer = outside;
+        for &(stream, header) in made_current {
+            self.b.rewrites_mut().stream_blocks.push(StreamBlock {
+                header,
+                stream,
+                outer,
+                ops: (first_op, end),
+            });
+            outer = stream;
+        }
+    }
+
     /// The stream a wait on `arg` orders after. A library function does not know that its
     /// caller runs on the device's default stream: gradient hooks run on the backward op's
     /// stream, callers may be inside `with torch.cuda.stream(...)`. So a wait on
