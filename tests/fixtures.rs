@@ -253,11 +253,19 @@ fn fixes_remove_their_findings_and_add_none() {
     // The wait before the block that makes the waiting stream current, and the record of the
     // current stream before a hand-off.
     assert!(
-        offered("fixtures/python/SL003", "make `self.copy_stream` wait for the current stream", Safe),
+        offered(
+            "fixtures/python/SL003",
+            "make `self.copy_stream` wait for the current stream",
+            Safe
+        ),
         "{fixed:#?}"
     );
     assert!(
-        offered("fixtures/python/SL004", "record `batch` on the current stream", Unsafe),
+        offered(
+            "fixtures/python/SL004",
+            "record `batch` on the current stream",
+            Unsafe
+        ),
         "{fixed:#?}"
     );
     assert!(

@@ -25,7 +25,9 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
         Constructions::default()
     };
     let mut classes = Classes::default();
-    summarize_classes(&cx, &constructions, stmts, &mut classes);
+    // Only a module that names them registers saved-tensor hooks.
+    let hooks = cx.project.module(cx.module).saved_tensor_hooks;
+    summarize_classes(&cx, &constructions, hooks, stmts, &mut classes);
     let top = Scope {
         cx: &cx,
         workers: &workers,
@@ -64,15 +66,19 @@ type Classes = FxHashMap<*const ClassDef, ClassInfo>;
 fn summarize_classes(
     cx: &ModuleContext<'_>,
     constructions: &Constructions,
+    hooks: bool,
     stmts: &[Stmt],
     out: &mut Classes,
 ) {
     for s in stmts {
         match s {
-            Stmt::Def(f) => summarize_classes(cx, constructions, &f.body, out),
+            Stmt::Def(f) => summarize_classes(cx, constructions, hooks, &f.body, out),
             Stmt::Class(c) => {
                 let mut summary = ClassSummary::build(&c.body, cx.api, cx.imports);
-                summary.unpack_arguments = crate::hooks::unpack_arguments(c, cx.api, cx.imports);
+                if hooks {
+                    summary.unpack_arguments =
+                        crate::hooks::unpack_arguments(c, cx.api, cx.imports);
+                }
                 let info = ClassInfo {
                     summary,
                     exit_restores: c.body.iter().any(|s| {
@@ -81,12 +87,12 @@ fn summarize_classes(
                     attr_text: constructor_strings(c, constructions),
                 };
                 out.insert(std::ptr::from_ref(c), info);
-                summarize_classes(cx, constructions, &c.body, out);
+                summarize_classes(cx, constructions, hooks, &c.body, out);
             }
             other => other
                 .blocks()
                 .into_iter()
-                .for_each(|b| summarize_classes(cx, constructions, b, out)),
+                .for_each(|b| summarize_classes(cx, constructions, hooks, b, out)),
         }
     }
 }

@@ -23,6 +23,8 @@ enum Word {
     DataLoading,
     Pinned,
     Yield,
+    /// Autograd's saved-tensor hooks, whose pack and unpack methods are read as a pair.
+    SavedTensorHooks,
 }
 
 /// The words of the scan and what each stands for.
@@ -36,6 +38,7 @@ const WORDS: &[(&str, Word)] = &[
     ("copy_to_gpu", Word::Identifier),
     ("pin_memory", Word::Pinned),
     ("yield", Word::Yield),
+    ("saved_tensors_hooks", Word::SavedTensorHooks),
 ];
 
 /// Where a module's text has what the project index looks for, by offset, sorted.
@@ -48,6 +51,8 @@ pub struct Found {
     pub pinned: Vec<usize>,
     /// `yield`.
     pub yields: Vec<usize>,
+    /// `saved_tensors_hooks`.
+    pub saved_tensor_hooks: Vec<usize>,
 }
 
 /// The scan, with the project's own API names.
@@ -111,6 +116,7 @@ impl Prefilter {
                 Word::DataLoading => &mut found.data_loading,
                 Word::Pinned => &mut found.pinned,
                 Word::Yield => &mut found.yields,
+                Word::SavedTensorHooks => &mut found.saved_tensor_hooks,
             };
             list.push(at);
         }

@@ -49,6 +49,8 @@ pub struct ModuleIndex {
     inert: Vec<(u32, u32)>,
     /// Digests of the names the module calls (see [`called_names`]), sorted.
     called: Vec<u64>,
+    /// The module names `saved_tensors_hooks` (see `hooks`).
+    pub saved_tensor_hooks: bool,
 }
 
 impl ModuleIndex {
@@ -102,6 +104,7 @@ impl ModuleIndex {
             globals: outline.globals.into_iter().collect(),
             inert: inert_blocks(source, &outline.blocks, &marks),
             called: called_names(source.as_bytes()),
+            saved_tensor_hooks: !marks.saved_tensor_hooks.is_empty(),
         }
     }
 
