@@ -5,7 +5,7 @@
 
 mod support;
 
-use streamlint_graph::{Body, BufferId, OpId, OpKind, StreamOrigin};
+use streamlint_graph::{Body, BufferId, OpId, StreamOrigin};
 use support::fixture_files;
 
 /// A dotted name in a help's code, and what the code does with it.
@@ -85,22 +85,6 @@ fn introduced(help: &str, name: &str) -> bool {
         || help.contains(&format!("({name}, "))
 }
 
-/// The buffer an op touches, if it touches one.
-fn op_buffer(kind: &OpKind) -> Option<BufferId> {
-    match *kind {
-        OpKind::Produce { buffer, .. }
-        | OpKind::Read { buffer, .. }
-        | OpKind::Write { buffer, .. }
-        | OpKind::Raw { buffer, .. }
-        | OpKind::HostRead { buffer }
-        | OpKind::HostWrite { buffer }
-        | OpKind::RecordStream { buffer, .. }
-        | OpKind::Release { buffer, .. }
-        | OpKind::Escape { buffer, .. } => Some(buffer),
-        _ => None,
-    }
-}
-
 /// The tensors `name` holds just before `at`, by the graph's bindings: its latest binding.
 fn held_at(body: &Body, name: &str, at: OpId) -> Option<Vec<BufferId>> {
     body.bindings
@@ -134,7 +118,7 @@ fn dead_reference(
             (!held.iter().any(|b| touched.contains(b)))
                 .then(|| format!("`{name}` does not hold the tensor there"))
         }
-        Reference::Named(name) if introduced(help, name) => None,
+        Reference::Named(name) if introduced(help, name) || *name == body.name => None,
         Reference::Named(name) => {
             let position = body.op(at).span.start;
             // `self.alt_streams[1]`, `ctx.per_thread_stream()`: named by their container.
@@ -208,7 +192,7 @@ fn help_names_only_values_live_where_it_applies() {
                 let at = finding_ops(body, &finding);
                 let touched: Vec<BufferId> = at
                     .iter()
-                    .filter_map(|&i| op_buffer(&body.op(i).kind))
+                    .filter_map(|&i| body.op(i).kind.buffer())
                     .collect();
                 for reference in code_spans(help).flat_map(references) {
                     checked += 1;
@@ -254,4 +238,116 @@ fn references_are_read_from_code() {
         [Named("main".into()), Named("side".into())]
     );
     assert_eq!(references("aux_stream()"), []);
+}
+
+/// Where a help text places the statements it spells, as a line of the file: before the line of
+/// the finding, or before the `with` line of the block around it. `None` where the help says it
+/// in words only (or places it somewhere a line number does not capture).
+fn help_line(help: &str, source: &str, line: usize) -> Option<usize> {
+    let lines: Vec<&str> = source.lines().collect();
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    if help.contains("before the `with` block") {
+        let own = indent(lines.get(line)?);
+        return (0..line)
+            .rev()
+            .find(|&i| lines[i].trim_start().starts_with("with ") && indent(lines[i]) < own);
+    }
+    let here = [
+        "before this use",
+        "before using the tensor",
+        "before this hand-off",
+        "before it is freed or handed on",
+        "before handing it over",
+    ];
+    // A part said in words cannot be followed word for word.
+    let in_words = help.contains("`record_stream` of");
+    (!in_words && here.iter().any(|p| help.contains(p))).then_some(line)
+}
+
+/// The statements a help spells, in order: its code that calls a stream or a tensor method.
+fn help_statements(help: &str) -> Vec<&str> {
+    const CALLS: &[&str] = &[".record_stream(", ".wait_stream(", ".wait_event("];
+    code_spans(help)
+        .filter(|c| c.ends_with(')') && CALLS.iter().any(|m| c.contains(m)))
+        .collect()
+}
+
+/// Following a help that spells its statements and says where they go removes the finding and
+/// brings none: the statements inserted there as written, the file checked again. The helps of
+/// findings on one line are followed together (a hand-off of two tensors needs both records).
+#[test]
+fn help_followed_word_for_word_removes_its_finding() {
+    let settings = streamlint_linter::Settings::default();
+    let mut failures = Vec::new();
+    let mut followed = 0;
+    for path in fixture_files("python", "py") {
+        let source = std::fs::read_to_string(&path).unwrap();
+        let before = streamlint_linter::check_source(&path, &source, &settings);
+        let index = streamlint_rules::LineIndex::new(&source);
+        // Line of the finding → (where the statements go, the statements, the findings).
+        let mut groups: std::collections::BTreeMap<usize, (usize, Vec<&str>, Vec<&str>)> =
+            Default::default();
+        for finding in before.iter().filter(|f| f.fix.is_none()) {
+            let Some(help) = &finding.help else { continue };
+            let line = index.position(finding.span.start).row - 1;
+            let Some(at) = help_line(help, &source, line) else {
+                continue;
+            };
+            // Alternatives (`..., or ...`) are each enough: the first is followed.
+            let statements = help_statements(&help[..help.find(", or").unwrap_or(help.len())]);
+            if statements.is_empty() {
+                continue;
+            }
+            let group = groups.entry(line).or_insert((at, Vec::new(), Vec::new()));
+            for s in statements {
+                if !group.1.contains(&s) {
+                    group.1.push(s);
+                }
+            }
+            group.2.push(finding.code);
+        }
+        for (at, statements, codes) in groups.values() {
+            let mut lines: Vec<String> = source.lines().map(str::to_string).collect();
+            let indent: String = lines[*at]
+                .chars()
+                .take_while(|c| c.is_whitespace())
+                .collect();
+            for (k, s) in statements.iter().enumerate() {
+                lines.insert(at + k, format!("{indent}{s}"));
+            }
+            let after = lines.join("\n") + "\n";
+            let again = streamlint_linter::check_source(&path, &after, &settings);
+            followed += 1;
+            let count = |fs: &[streamlint_rules::Finding], code: &str| {
+                fs.iter().filter(|f| f.code == code).count()
+            };
+            for code in codes {
+                let fixed = codes.iter().filter(|c| *c == code).count();
+                if count(&again, code) + fixed > count(&before, code) {
+                    failures.push(format!(
+                        "{}: {code} remains after following {statements:?}",
+                        path.display()
+                    ));
+                }
+            }
+            for new in again
+                .iter()
+                .filter(|f| !before.iter().any(|b| b.code == f.code))
+            {
+                failures.push(format!(
+                    "{}: following {statements:?} brings {}: {}",
+                    path.display(),
+                    new.code,
+                    new.message
+                ));
+            }
+        }
+    }
+    assert!(followed >= 15, "only {followed} helps followed");
+    assert!(
+        failures.is_empty(),
+        "{} helps do not hold when followed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

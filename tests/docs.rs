@@ -97,15 +97,7 @@ fn every_link_in_every_output_leads_to_a_page() {
     let fixtures = repo_root().join("fixtures");
     let fixtures = fixtures.to_str().unwrap();
     let mut outputs = Vec::new();
-    for format in [
-        "full",
-        "concise",
-        "json",
-        "json-lines",
-        "sarif",
-        "github",
-        "junit",
-    ] {
+    for &format in streamlint_render::Format::NAMES {
         let (_, out, _) =
             support::run(&["check", "--isolated", "--output-format", format, fixtures]);
         outputs.push((format.to_string(), out));

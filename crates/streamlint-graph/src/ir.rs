@@ -306,6 +306,25 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// The buffer the op is about, if it is about one.
+    pub fn buffer(&self) -> Option<BufferId> {
+        match *self {
+            OpKind::Produce { buffer, .. }
+            | OpKind::Read { buffer, .. }
+            | OpKind::Write { buffer, .. }
+            | OpKind::Raw { buffer, .. }
+            | OpKind::GuardTaken { buffer, .. }
+            | OpKind::GuardReleased { buffer }
+            | OpKind::HostRead { buffer }
+            | OpKind::HostWrite { buffer }
+            | OpKind::DeviceTest { buffer }
+            | OpKind::RecordStream { buffer, .. }
+            | OpKind::Release { buffer, .. }
+            | OpKind::Escape { buffer, .. } => Some(buffer),
+            _ => None,
+        }
+    }
+
     /// The stream this op queues device work on, if it does (a value that existed on entry,
     /// or host-made memory, took no work here).
     pub fn work_stream(&self) -> Option<StreamId> {

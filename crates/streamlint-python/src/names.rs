@@ -85,6 +85,32 @@ impl Imports {
         self.bound.insert(name.to_string(), qualified.to_string());
     }
 
+    /// How code in the module writes the current stream: through the name it imports `torch`
+    /// (or `torch.cuda`) as, so that a fix inserted there runs (`th.cuda.current_stream()`
+    /// after `import torch as th`).
+    pub fn current_stream_call(&self) -> String {
+        if self.bound("torch") == Some("torch") {
+            return "torch.cuda.current_stream()".into();
+        }
+        let named = |target: &str| {
+            let mut names: Vec<&String> = self
+                .bound
+                .iter()
+                .filter(|(_, t)| t.as_str() == target)
+                .map(|(n, _)| n)
+                .collect();
+            names.sort();
+            names.first().map(|n| n.to_string())
+        };
+        if let Some(torch) = named("torch") {
+            return format!("{torch}.cuda.current_stream()");
+        }
+        if let Some(cuda) = named("torch.cuda") {
+            return format!("{cuda}.current_stream()");
+        }
+        "torch.cuda.current_stream()".into()
+    }
+
     /// Does an import bind `name` in the module?
     pub fn binds(&self, name: &str) -> bool {
         self.bound.contains_key(name)

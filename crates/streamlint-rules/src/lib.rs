@@ -18,8 +18,8 @@ mod worker;
 use rustc_hash::FxHashSet;
 
 use streamlint_graph::{
-    Analysis, Body, BufferId, BufferState, Op, OpId, OpKind, Production, Recorded, Span, State,
-    StreamId, StreamOrigin,
+    Analysis, Body, BufferId, BufferState, EscapeKind, Op, OpId, OpKind, Production, Recorded,
+    Span, State, StreamId, StreamOrigin,
 };
 
 pub use catalog::{rule, RuleInfo, META, PARSE_ERROR, RULES, UNUSED_SUPPRESSION};
@@ -71,6 +71,17 @@ enum Subject {
     Buffer(BufferId),
     Stream(StreamId),
     Span(Span),
+}
+
+/// Where the statements a help asks for go, in the user's terms.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Place {
+    /// Before the use the finding is about.
+    Use,
+    /// Before the value is returned or handed to another thread.
+    HandOff,
+    /// Before the function returns: the value stays on an object, used after the call.
+    Return,
 }
 
 /// What a rule sees while the analysis walks a body.
@@ -246,13 +257,21 @@ impl<'b> Context<'b> {
     }
 
     /// In a loop, would a wait for all of `producer`'s work before `at` also wait for work it
-    /// queued after `access` (the next batch's copy, issued before this use of the previous
-    /// one)? The loop's overlap would be gone: only an event recorded right after `access`
-    /// orders this use and no more.
+    /// queued after `access` for later (the next batch's copy, issued before this use of the
+    /// previous one)? The loop's overlap would be gone: only an event recorded right after
+    /// `access` orders this use and no more. Work on what the same statement uses is needed
+    /// there anyway (the labels queued with the images).
     fn wait_holds_back_later_work(&self, producer: StreamId, access: OpId, at: OpId) -> bool {
         if !self.analysis.in_cycle(at) {
             return false;
         }
+        let statement = self.span(at);
+        let used_here: Vec<BufferId> = self
+            .body
+            .ops_iter()
+            .filter(|(_, op)| op.span == statement)
+            .filter_map(|(_, op)| op.kind.buffer())
+            .collect();
         self.body.ops_iter().any(|(id, op)| {
             let between = if access < at {
                 access < id && id < at
@@ -262,8 +281,30 @@ impl<'b> Context<'b> {
             between
                 && id != access
                 && op.kind.work_stream() == Some(producer)
+                && !op.kind.buffer().is_some_and(|b| used_here.contains(&b))
                 && self.analysis.in_cycle(id)
         })
+    }
+
+    /// Where advice about the op `at` applies.
+    fn place(&self, at: OpId) -> Place {
+        match self.body.op(at).kind {
+            OpKind::Escape {
+                kind: EscapeKind::LeftOnObject | EscapeKind::LeftOnArgument,
+                ..
+            } => Place::Return,
+            OpKind::Escape { kind, .. } if kind.consumed_on_ambient() => Place::HandOff,
+            _ => Place::Use,
+        }
+    }
+
+    /// The words for `place`: "before this hand-off", "before `f` returns".
+    fn place_words(&self, place: Place) -> String {
+        match place {
+            Place::Use => "before this use".into(),
+            Place::HandOff => "before this hand-off".into(),
+            Place::Return => format!("before `{}` returns", self.body.name),
+        }
     }
 
     /// `record_stream` of the current stream before `at`, where the value is handed on and

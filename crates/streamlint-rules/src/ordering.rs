@@ -6,7 +6,8 @@ use streamlint_graph::{
 };
 
 use crate::{
-    is_side_stream_transfer, Applicability, Context, Edit, Finding, Fix, Label, Rule, Severity,
+    is_side_stream_transfer, Applicability, Context, Edit, Finding, Fix, Label, Place, Rule,
+    Severity,
 };
 
 pub struct MissingStreamWait;
@@ -197,7 +198,19 @@ impl MissingStreamWait {
                 ),
             });
         }
-        let serializes = cx.wait_holds_back_later_work(producer, access, at);
+        let race = Race {
+            buffer,
+            consumer,
+            producer,
+            access,
+            raw,
+            // Memory the producer allocated, whose use by the receiver the allocator is not
+            // told.
+            unrecorded: b.alloc_stream == producer
+                && !matches!(b.how, Production::Entry | Production::Call)
+                && cx.body.buffer(buffer).memory == Memory::Device
+                && !b.recorded.contains(&consumer),
+        };
         // Handed on, a value may need more than the wait (its record, a wait where the object
         // is used next): said in words.
         let fix = if returned {
@@ -214,37 +227,64 @@ impl MissingStreamWait {
                 message,
                 span: op.span,
                 labels,
-                help: Some(wait_help(cx, consumer, producer, raw, serializes)),
+                help: Some(wait_help(cx, &race, at)),
             },
         );
     }
 }
 
-/// Where and how to make `consumer` wait for `producer`. The current stream at entry is spelled
-/// `current_stream()`, which inside the `with` block that makes `consumer` current is
-/// `consumer` itself: there the wait goes before the block.
-fn wait_help(
-    cx: &Context<'_>,
+/// A use of `buffer` on `consumer` that nothing orders after `access` on `producer` (a write,
+/// or with `raw` false a read the use overwrites).
+#[derive(Copy, Clone)]
+struct Race {
+    buffer: BufferId,
     consumer: StreamId,
     producer: StreamId,
+    access: OpId,
     raw: bool,
-    serializes: bool,
-) -> String {
+    unrecorded: bool,
+}
+
+/// Where and how to make `consumer` wait for `producer`. The current stream at entry is spelled
+/// `current_stream()`, which inside the `with` block that makes `consumer` current is
+/// `consumer` itself: there the wait goes before the block. A value handed on that `producer`
+/// also allocated needs its record there too (SL001 would say so next).
+fn wait_help(cx: &Context<'_>, race: &Race, at: OpId) -> String {
+    let Race {
+        buffer,
+        consumer,
+        producer,
+        access,
+        raw,
+        unrecorded,
+    } = *race;
     let (c, p) = (cx.stream_name(consumer), cx.stream_name(producer));
     let wait = cx.wait_stream_fix(consumer, producer);
     let after = if raw { "write" } else { "read" };
     let ambient = cx.body.ambient;
-    if serializes {
-        format!(
+    let place = cx.place(at);
+    if cx.wait_holds_back_later_work(producer, access, at) {
+        return format!(
             "record an event on {p} right after the {after} and make {c} wait on that event before this use; waiting for all of {p} here would also wait for the work it queues later in this loop, and the loop would no longer overlap"
-        )
-    } else if producer == ambient && consumer != ambient && cx.body.returns_to_ambient {
-        format!(
-            "make {c} wait for {p} after the {after} and before the `with` block that makes {c} current (inside it, `current_stream()` is {c} itself): `{wait}` (or wait on an event recorded on {p} after it)"
-        )
-    } else {
-        format!(
-            "make {c} wait for {p} after the {after} and before this use: `{wait}` (or wait on an event recorded on {p} after it)"
-        )
+        );
     }
+    if place == Place::Use
+        && producer == ambient
+        && consumer != ambient
+        && cx.body.returns_to_ambient
+    {
+        return format!(
+            "make {c} wait for {p} after the {after} and before the `with` block that makes {c} current (inside it, `current_stream()` is {c} itself): `{wait}` (or wait on an event recorded on {p} after it)"
+        );
+    }
+    let record = match cx.record_stream_fix(buffer, consumer, at) {
+        Some(record) if place == Place::HandOff && unrecorded => {
+            format!(", and call `{record}` there too, so that its memory waits for that use")
+        }
+        _ => String::new(),
+    };
+    format!(
+        "make {c} wait for {p} after the {after} and {}: `{wait}` (or wait on an event recorded on {p} after it){record}",
+        cx.place_words(place)
+    )
 }

@@ -6,7 +6,7 @@ use streamlint_graph::{Body, BufferId, EscapeKind, Op, OpId, OpKind, State, Stre
 
 use crate::{
     is_side_stream_transfer, released_at_scope_end, transfer_lifetime_is_sl004, Context, Finding,
-    Label, Rule, Severity,
+    Label, Place, Rule, Severity,
 };
 
 pub struct TransferInSideStream;
@@ -257,14 +257,29 @@ fn help(
         );
     }
     let wait = cx.wait_stream_fix(consumer, side);
+    let place = cx.place(at);
+    // Before a use, the consumer runs outside the side-stream block; a value left on an
+    // object is ordered before the function returns, outside the block too.
+    let (before, after) = match place {
+        Place::Use => (
+            "after the side-stream block, ".to_string(),
+            "before using the tensor".to_string(),
+        ),
+        Place::HandOff => (String::new(), cx.place_words(place)),
+        Place::Return => (
+            String::new(),
+            format!("{}, outside the side-stream block", cx.place_words(place)),
+        ),
+    };
     match (missing.wait, missing.record, record) {
-        (true, true, Some(record)) => format!(
-            "after the side-stream block, call `{wait}` and `{record}` before using the tensor"
-        ),
+        (true, true, Some(record)) => format!("{before}call `{wait}` and `{record}` {after}"),
         (true, true, None) => format!(
-            "after the side-stream block, call `{wait}` before using the tensor, and call `record_stream` of {c} on it before it is freed or handed on"
+            "{before}call `{wait}` {after}, and call `record_stream` of {c} on it before it is freed or handed on"
         ),
-        (true, false, _) => format!("make the consumer wait for the copy before using it: `{wait}`"),
+        (true, false, _) if place == Place::Use => {
+            format!("make the consumer wait for the copy before using it: `{wait}`")
+        }
+        (true, false, _) => format!("call `{wait}` {after}"),
         (false, _, Some(record)) => format!("call `{record}` before it is freed or handed on"),
         (false, _, None) => format!(
             "call `record_stream` of {c} on the tensor before it is freed or handed on"

@@ -247,7 +247,7 @@ impl<'a> Lowerer<'a> {
     ) -> Body {
         let ambient = Stream {
             display: "the current stream".into(),
-            expr: "torch.cuda.current_stream()".into(),
+            expr: cx.imports.current_stream_call(),
             origin: StreamOrigin::Ambient,
             span: None,
         };
