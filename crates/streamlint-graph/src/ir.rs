@@ -692,6 +692,13 @@ impl BodyBuilder {
         }
         outer
     }
+    /// Work done by `callee` reaches the body at `span` (an unpack hook's argument, made by
+    /// its pack hook): places there are named as inside it (see [`Body::inlined_calls`]).
+    pub fn note_callee_at(&mut self, span: Span, callee: &str) {
+        if self.body.inlined_callee(span).is_none() {
+            self.body.inlined_calls.push((span, callee.to_string()));
+        }
+    }
     /// The call whose callee is being lowered in place, if one is.
     pub fn inlined_at(&self) -> Option<Span> {
         self.inlined_at

@@ -18,21 +18,33 @@ use crate::syntax::{visit_calls, ClassDef, Expr, FunctionDef, Stmt};
 /// One item of what a pack hook returns.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Packed {
-    /// A tensor written on the stream attribute `stream` (host memory where `host`).
-    Written { stream: String, host: bool },
+    /// A tensor written on the stream attribute `stream` (host memory where `host`), called
+    /// `name` in pack.
+    Written {
+        stream: String,
+        host: bool,
+        name: String,
+    },
     /// An event recorded on the stream attribute `stream` after that work.
     Event { stream: String },
     /// Anything else.
     Other,
 }
 
-/// For each unpack method of the class's hook pairs, what its argument holds: pack's return,
-/// item by item (one item where pack returns a single value).
+/// What an unpack hook receives: what the pack method `pack` returns, item by item (one item
+/// where pack returns a single value).
+#[derive(Clone, Debug)]
+pub struct PackedArgument {
+    pub pack: String,
+    pub items: Vec<Packed>,
+}
+
+/// For each unpack method of the class's hook pairs, what its argument holds.
 pub fn unpack_arguments(
     class: &ClassDef,
     api: &ApiModel,
     imports: &Imports,
-) -> FxHashMap<String, Vec<Packed>> {
+) -> FxHashMap<String, PackedArgument> {
     let methods: FxHashMap<&str, &FunctionDef> = class
         .body
         .iter()
@@ -49,7 +61,7 @@ pub fn unpack_arguments(
         ) {
             let items = PackScan::new(api, imports).returned(p);
             if items.iter().any(|i| *i != Packed::Other) {
-                out.insert(unpack, items);
+                out.insert(unpack, PackedArgument { pack, items });
             }
         }
     }
@@ -253,6 +265,7 @@ impl<'a> PackScan<'a> {
             Some(stream) if stream.starts_with("self.") => Packed::Written {
                 stream: stream.clone(),
                 host: self.host.contains(id),
+                name: id.clone(),
             },
             _ => Packed::Other,
         }

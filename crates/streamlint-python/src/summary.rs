@@ -84,7 +84,7 @@ pub struct ClassSummary {
     pub event_streams: FxHashMap<String, String>,
     pub methods: FxHashMap<String, MethodSummary>,
     /// The class's unpack hooks, with what their argument holds (see `hooks`).
-    pub unpack_arguments: FxHashMap<String, Vec<crate::hooks::Packed>>,
+    pub unpack_arguments: FxHashMap<String, crate::hooks::PackedArgument>,
 }
 
 impl ClassSummary {

@@ -4,10 +4,19 @@
 //! alongside: an event handed over orders only the code that waits on it.
 
 use super::*;
-use crate::hooks::Packed;
+use crate::hooks::{Packed, PackedArgument};
 
 impl<'a> Lowerer<'a> {
-    pub(super) fn unpack_argument(&mut self, name: &str, span: Span, items: &[Packed]) -> Value {
+    /// The parameter `name` at `span` stands for pack's work there: places there are named
+    /// as inside pack (see `Body::inlined_calls`).
+    pub(super) fn unpack_argument(
+        &mut self,
+        name: &str,
+        span: Span,
+        packed: &PackedArgument,
+    ) -> Value {
+        let items = &packed.items;
+        self.b.note_callee_at(span, &packed.pack);
         let item_name = |i: usize| {
             if items.len() == 1 {
                 name.to_string()
@@ -18,14 +27,16 @@ impl<'a> Lowerer<'a> {
         let mut values = vec![Value::Unknown; items.len()];
         // The writes first, then the events recorded after them.
         for (i, item) in items.iter().enumerate() {
-            if let Packed::Written { stream, host } = item {
+            if let Packed::Written { stream, host, name } = item {
                 let memory = if *host {
                     Memory::PinnedHost
                 } else {
                     Memory::Device
                 };
                 let tag = format!("packed {i}");
-                let buffer = self.buffer_at(span, &tag, &item_name(i), memory, Owner::Caller);
+                // Messages call it as pack does; code here reaches it by unpack's own names.
+                let buffer = self.buffer_at(span, &tag, name, memory, Owner::Caller);
+                self.b.buffer_mut(buffer).spelled = false;
                 let stream = self.named_stream(stream);
                 let how = Production::Compute;
                 let produce = OpKind::Produce {

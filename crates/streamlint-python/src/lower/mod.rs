@@ -379,8 +379,8 @@ impl<'a> Lowerer<'a> {
             let packed = (self.params.len() == 1)
                 .then(|| self.class.and_then(|c| c.unpack_arguments.get(&def.name)))
                 .flatten();
-            let value = if let Some(items) = packed {
-                self.unpack_argument(&p.name, p.span, items)
+            let value = if let Some(packed) = packed {
+                self.unpack_argument(&p.name, p.span, packed)
             } else if let Some(d) = default_stream {
                 // Evaluated once, when the `def` runs: one stream for every call.
                 let stream = Stream {
