@@ -300,3 +300,47 @@ fn guard_dropped_early_is_a_note_with_one_stream() {
         Severity::Error
     );
 }
+
+/// `--fix` and `--fix --unsafe-fixes` on each bad fixture as a whole: the fixed file parses,
+/// every finding whose fix applies is gone, and no code appears that was not there before.
+#[test]
+fn fixing_each_fixture_safe_then_unsafe_leaves_no_fixable_finding() {
+    let settings = Settings::default();
+    let mut failures = Vec::new();
+    let files = fixture_files("python", "py")
+        .into_iter()
+        .chain(fixture_files("rust", "rs"));
+    for path in files {
+        let source = std::fs::read_to_string(&path).expect("fixture is readable UTF-8");
+        let before = check_source(&path, &source, &settings);
+        if before.iter().all(|f| f.fix.is_none()) {
+            continue;
+        }
+        for unsafe_fixes in [false, true] {
+            let fixed = streamlint_linter::fix_source(&path, &source, &settings, unsafe_fixes);
+            let flags = if unsafe_fixes {
+                "--fix --unsafe-fixes"
+            } else {
+                "--fix"
+            };
+            let path = path.display();
+            if fixed.remaining.iter().any(|f| f.code == "SL900") {
+                failures.push(format!("{path}: {flags} leaves a file that does not parse"));
+            }
+            for f in &fixed.remaining {
+                if streamlint_linter::applicable(f, unsafe_fixes) {
+                    failures.push(format!("{path}: {flags} leaves a fixable {}", f.code));
+                }
+                if !before.iter().any(|b| b.code == f.code) {
+                    failures.push(format!("{path}: {flags} brings {}: {}", f.code, f.message));
+                }
+            }
+            if fixed.remaining.len() > before.len() {
+                failures.push(format!(
+                    "{path}: {flags} leaves more findings than it found"
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
