@@ -36,7 +36,31 @@ pub enum ApiCall {
     /// A data-parallel wrapper of a module (`DistributedDataParallel`, FSDP, `fully_shard`):
     /// its constructor works on the module's tensors on the current stream.
     DataParallelWrap,
+    /// A comparison that answers on the host (`torch.equal`, `torch.allclose`,
+    /// `torch.testing.assert_close`): it reads its tensors on the current stream and waits for
+    /// that stream, as `.item()` does.
+    HostComparison,
 }
+
+/// Functions that compare tensors and give the answer to the host (see
+/// [`ApiCall::HostComparison`]).
+const HOST_COMPARISONS: &[&str] = &[
+    "torch.equal",
+    "torch.allclose",
+    "torch.is_nonzero",
+    "torch.testing.assert_close",
+    "torch.testing.assert_allclose",
+];
+
+/// Tensor functions and methods whose result's size depends on the data: the host waits for
+/// the current stream to learn it (`nonzero`, `masked_select`, `unique`).
+pub const DATA_DEPENDENT_SHAPES: &[&str] = &[
+    "nonzero",
+    "argwhere",
+    "masked_select",
+    "unique",
+    "unique_consecutive",
+];
 
 /// Helpers that apply a function to every tensor of a nested structure (dicts, lists, tuples,
 /// dataclasses) and return the structure of the results: for each, where the function and the
@@ -600,6 +624,10 @@ impl ApiModel {
                 "set_stream" => Some(ApiCall::SetStream),
                 "Event" => Some(ApiCall::EventFactory),
                 "synchronize" => Some(ApiCall::DeviceSynchronize),
+                // The legacy typed constructors (`torch.cuda.FloatTensor(n)`): device memory.
+                typed if typed.ends_with("Tensor") && typed != "Tensor" => {
+                    Some(ApiCall::TensorFactory)
+                }
                 _ => None,
             };
         }
@@ -618,6 +646,9 @@ impl ApiModel {
         if self.wait_stream_wrappers.contains(qualified) || self.wait_stream_wrappers.contains(last)
         {
             return Some(ApiCall::WaitStreamWrapper);
+        }
+        if HOST_COMPARISONS.contains(&qualified) {
+            return Some(ApiCall::HostComparison);
         }
         match qualified {
             "torch.Event" => return Some(ApiCall::EventFactory),

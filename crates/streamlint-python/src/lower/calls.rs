@@ -96,6 +96,12 @@ impl<'a> Lowerer<'a> {
                     if id == "self" && class.methods.contains_key(attr) {
                         return self.self_method_call(attr, args, keywords, span);
                     }
+                    // `self.assertEqual(out, expected)` in a test case compares on the host.
+                    if id == "self" && attr.starts_with("assert") {
+                        let vals = self.eval_args(args, keywords);
+                        self.host_compare(&vals, span);
+                        return Value::Unknown;
+                    }
                 }
                 let recv = self.eval(receiver);
                 let recv = self.duck_type(recv, receiver, attr, args, keywords.len());
@@ -273,7 +279,7 @@ impl<'a> Lowerer<'a> {
         let inputs = self.tensor_buffers(&vals);
         self.read_all(&inputs, span);
         // `self._to(device="cpu", non_blocking=True)`: the object's own transfer helper.
-        self.host_transfer_call(&Value::Unknown, args, keywords, span)
+        self.host_transfer_call(&Value::Unknown, method, args, keywords, span)
             .unwrap_or(Value::Unknown)
     }
 
@@ -461,13 +467,16 @@ impl<'a> Lowerer<'a> {
                         && b.iter()
                             .all(|b| self.b.body().buffer(*b).memory != Memory::Device)
                 });
+                // `torch.cuda.FloatTensor(n)`: the device module's typed constructor.
+                let typed = qualified.ends_with("Tensor");
                 let device = match Expr::keyword(keywords, "device") {
                     Some(d) => self.target_of(d) == Target::Device,
-                    None => qualified.ends_with("_like") && !like_host,
+                    None => typed || (qualified.ends_with("_like") && !like_host),
                 };
                 let name = self.value_name("tensor");
                 // Placed on the device by an explicit `device=`, or like a tensor known to be there.
-                let explicit = Expr::keyword(keywords, "device").is_some()
+                let explicit = typed
+                    || Expr::keyword(keywords, "device").is_some()
                     || vals.first().is_some_and(|v| {
                         let b = v.local_tensors();
                         !b.is_empty() && b.iter().all(|b| !self.unplaced.contains(b))
@@ -521,14 +530,18 @@ impl<'a> Lowerer<'a> {
                 }
                 let inputs = self.tensor_buffers(&vals);
                 self.read_all(&inputs, span);
-                match out {
+                let result = match out {
                     Some(out) if !self.tensor_buffers(std::slice::from_ref(&out)).is_empty() => {
                         let written = self.tensor_buffers(std::slice::from_ref(&out));
                         self.write_all(&written, span);
                         out
                     }
                     _ => self.produce_result(&inputs, span),
+                };
+                if DATA_DEPENDENT_SHAPES.contains(&function) {
+                    self.sync_current(span);
                 }
+                result
             }
             ApiCall::Collective => {
                 let tensor_args = crate::api::collective_tensor_args(qualified);
@@ -554,6 +567,11 @@ impl<'a> Lowerer<'a> {
                 Value::Work(self.current)
             }
             ApiCall::DataParallelWrap => self.data_parallel_wrap(args, keywords, span),
+            ApiCall::HostComparison => {
+                let vals = self.eval_args(args, keywords);
+                self.host_compare(&vals, span);
+                Value::Unknown
+            }
             ApiCall::RecordStreamWrapper => {
                 let vals = self.eval_args(args, keywords);
                 if let (Some(t), Some(s_expr)) = (vals.first(), args.get(1)) {
@@ -777,7 +795,7 @@ impl<'a> Lowerer<'a> {
                     let name = self.value_name("pinned");
                     return self.produce(span, &name, Memory::PinnedHost, Production::Host);
                 }
-                if let Some(copy) = self.host_transfer_call(&recv, args, keywords, span) {
+                if let Some(copy) = self.host_transfer_call(&recv, method, args, keywords, span) {
                     return copy;
                 }
                 // `self.pending.get(key)`, `self.stash.pop(key)`: an item of the object's.

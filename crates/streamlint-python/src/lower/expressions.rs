@@ -88,7 +88,13 @@ impl<'a> Lowerer<'a> {
                     inputs.extend(i.buffers());
                     self.read_all(&inputs, *span);
                     let name = self.value_name("result");
-                    return self.produce(*span, &name, Memory::Device, Production::Compute);
+                    let result = self.produce(*span, &name, Memory::Device, Production::Compute);
+                    // With a boolean mask (`x[x > 0]`) the size of the result depends on the
+                    // data: the host waits for the current stream to learn it.
+                    if self.is_comparison(index) {
+                        self.sync_current(*span);
+                    }
+                    return result;
                 }
                 if self.is_tensor(&v) && matches!(i, Value::Param(_)) {
                     // `blocks[slots]` with indices from the caller may gather (a read); the
@@ -169,6 +175,24 @@ impl<'a> Lowerer<'a> {
 
     /// Confirm the arguments themselves among `values` as tensors; not their elements or
     /// attributes, whose arithmetic is as often on sizes and offsets.
+    /// `a > b`, `x == 0`: an elementwise comparison, whose result is a boolean mask.
+    fn is_comparison(&self, expr: &Expr) -> bool {
+        let Expr::Operator {
+            op: Operator::Arithmetic,
+            span,
+            ..
+        } = expr
+        else {
+            return false;
+        };
+        let text = self.cx.text(*span);
+        let shifts = memchr::memmem::find(text, b"<<").is_some()
+            || memchr::memmem::find(text, b">>").is_some();
+        let equality = memchr::memmem::find(text, b"==").is_some()
+            || memchr::memmem::find(text, b"!=").is_some();
+        !shifts && (equality || text.iter().any(|&c| matches!(c, b'<' | b'>')))
+    }
+
     fn confirm_arguments(&mut self, values: &[Value]) {
         for v in values {
             if let Value::Param(b) = v {

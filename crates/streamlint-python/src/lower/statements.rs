@@ -498,7 +498,15 @@ impl<'a> Lowerer<'a> {
         span: Span,
     ) -> Vec<Value> {
         // Only a result made by this very statement; views (`unbind`, `split`) share memory.
-        let just_made = match self.b.body().ops.last().map(|op| &op.kind) {
+        // A host wait the call ends with (`unique` learning its size) is not a new value.
+        let last = self
+            .b
+            .body()
+            .ops
+            .iter()
+            .rev()
+            .find(|op| !matches!(op.kind, OpKind::SyncStream { .. }));
+        let just_made = match last.map(|op| &op.kind) {
             Some(OpKind::Produce {
                 buffer,
                 stream,

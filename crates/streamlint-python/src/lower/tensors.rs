@@ -33,6 +33,16 @@ pub(super) fn makes_tensor(method: &str) -> bool {
 }
 
 impl<'a> Lowerer<'a> {
+    /// A comparison whose answer the host gets (`torch.equal(a, b)`, `self.assertEqual(a, b)`):
+    /// the compared tensors are read on the current stream and the host waits for it.
+    pub(super) fn host_compare(&mut self, values: &[Value], span: Span) {
+        self.confirm(values);
+        let compared = self.tensor_buffers(values);
+        if !compared.is_empty() {
+            self.host_read(&Value::Tensors(compared), span);
+        }
+    }
+
     pub(super) fn tensor_method(
         &mut self,
         recv: Value,
@@ -210,7 +220,11 @@ impl<'a> Lowerer<'a> {
                 let mut inputs = own;
                 inputs.extend(arg_buffers);
                 self.read_all(&inputs, span);
-                self.produce_result(&inputs, span)
+                let result = self.produce_result(&inputs, span);
+                if DATA_DEPENDENT_SHAPES.contains(&method) {
+                    self.sync_current(span);
+                }
+                result
             }
         }
     }
@@ -271,16 +285,27 @@ impl<'a> Lowerer<'a> {
     }
 
     /// `obj._to(device="cpu", non_blocking=True)` on an object the analysis does not follow (a
-    /// TensorDict, a dataclass of tensors, the object's own transfer helper): a call asking for
-    /// a non-blocking copy to the host returns host memory the current stream is still filling.
+    /// TensorDict, a dataclass of tensors, the object's own transfer helper): a transfer method
+    /// (`to`, `cpu`, `to_*`, `*_to`, or one named for moving, copying, transferring or
+    /// offloading) asking for a non-blocking copy to the host returns host memory the current
+    /// stream is still filling. Other methods given the
+    /// same arguments (`_get_to_kwargs(device="cpu", non_blocking=True)`) only pass them on.
     pub(super) fn host_transfer_call(
         &mut self,
         receiver: &Value,
+        method: &str,
         args: &[Expr],
         keywords: &[Keyword],
         span: Span,
     ) -> Option<Value> {
-        if !is_true(self.keyword_arg(keywords, "non_blocking").as_ref()) {
+        let method = method.trim_start_matches('_');
+        let transfer = matches!(method, "to" | "cpu")
+            || method.starts_with("to_")
+            || method.ends_with("_to")
+            || ["move", "copy", "transfer", "offload"]
+                .iter()
+                .any(|w| method.contains(w));
+        if !transfer || !is_true(self.keyword_arg(keywords, "non_blocking").as_ref()) {
             return None;
         }
         let device = Expr::keyword(keywords, "device").or(args.first())?;
