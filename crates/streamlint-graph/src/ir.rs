@@ -110,6 +110,9 @@ pub enum Owner {
     Caller,
     /// Held by an object attribute that outlives the call.
     Attribute,
+    /// Allocated while a CUDA graph was captured: from the graph's private pool, freed with
+    /// the graph, in no stream's pool.
+    Graph,
 }
 
 #[derive(Clone, Debug)]
@@ -165,6 +168,9 @@ pub enum Production {
     Entry,
     /// Host memory filled by the host: no stream work is involved.
     Host,
+    /// Memory of a CUDA graph's pool, taken when the graph is captured: no stream work is
+    /// involved until the graph is replayed, whose work writes it.
+    GraphPool,
 }
 
 /// Why a buffer's memory goes back to the allocator.
@@ -330,7 +336,10 @@ impl OpKind {
     pub fn work_stream(&self) -> Option<StreamId> {
         match *self {
             OpKind::Produce { stream, how, .. }
-                if !matches!(how, Production::Host | Production::Entry) =>
+                if !matches!(
+                    how,
+                    Production::Host | Production::Entry | Production::GraphPool
+                ) =>
             {
                 Some(stream)
             }
@@ -779,6 +788,13 @@ impl BodyBuilder {
         let entry = &mut self.body.blocks[self.body.entry.index()].ops;
         ids.append(entry);
         *entry = ids;
+    }
+    /// Undo the lowering since `cp` and give back the ops it made, in the order made (a CUDA
+    /// graph's capture, whose work runs only when the graph is replayed).
+    pub fn take_since(&mut self, cp: Checkpoint) -> Vec<Op> {
+        let taken = self.body.ops.split_off(cp.ops);
+        self.rollback(cp);
+        taken
     }
     /// Remember the control-flow graph as it is, to undo a trial lowering (entities stay).
     pub fn checkpoint(&self) -> Checkpoint {

@@ -306,7 +306,7 @@ impl State {
                 stream,
                 how,
             } => {
-                let one = if how == Production::Host {
+                let one = if matches!(how, Production::Host | Production::GraphPool) {
                     BTreeSet::new()
                 } else {
                     self.access(id, stream);

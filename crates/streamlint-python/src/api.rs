@@ -40,6 +40,8 @@ pub enum ApiCall {
     /// `torch.testing.assert_close`): it reads its tensors on the current stream and waits for
     /// that stream, as `.item()` does.
     HostComparison,
+    /// `torch.cuda.graph(g)`: a context manager whose block is captured into the CUDA graph `g`.
+    GraphCapture,
 }
 
 /// Functions that compare tensors and give the answer to the host (see
@@ -624,6 +626,7 @@ impl ApiModel {
                 "set_stream" => Some(ApiCall::SetStream),
                 "Event" => Some(ApiCall::EventFactory),
                 "synchronize" => Some(ApiCall::DeviceSynchronize),
+                "graph" => Some(ApiCall::GraphCapture),
                 // The legacy typed constructors (`torch.cuda.FloatTensor(n)`): device memory.
                 typed if typed.ends_with("Tensor") && typed != "Tensor" => {
                     Some(ApiCall::TensorFactory)

@@ -96,12 +96,16 @@ impl<'a> Lowerer<'a> {
                     if id == "self" && class.methods.contains_key(attr) {
                         return self.self_method_call(attr, args, keywords, span);
                     }
-                    // `self.assertEqual(out, expected)` in a test case compares on the host.
-                    if id == "self" && attr.starts_with("assert") {
-                        let vals = self.eval_args(args, keywords);
-                        self.host_compare(&vals, span);
-                        return Value::Unknown;
-                    }
+                }
+                if attr == "replay" && args.is_empty() && self.replay(receiver, span) {
+                    return Value::Unknown;
+                }
+                // `self.assertEqual(out, expected)` in a test case compares on the host.
+                let on_self = matches!(receiver.as_ref(), Expr::Name { id, .. } if id == "self");
+                if self.class.is_some() && on_self && attr.starts_with("assert") {
+                    let vals = self.eval_args(args, keywords);
+                    self.host_compare(&vals, span);
+                    return Value::Unknown;
                 }
                 let recv = self.eval(receiver);
                 let recv = self.duck_type(recv, receiver, attr, args, keywords.len());
@@ -567,6 +571,11 @@ impl<'a> Lowerer<'a> {
                 Value::Work(self.current)
             }
             ApiCall::DataParallelWrap => self.data_parallel_wrap(args, keywords, span),
+            ApiCall::GraphCapture => {
+                // A capture context made apart from a `with`: its block is not known here.
+                self.eval_args(args, keywords);
+                Value::Unknown
+            }
             ApiCall::HostComparison => {
                 let vals = self.eval_args(args, keywords);
                 self.host_compare(&vals, span);

@@ -5,6 +5,7 @@
 mod calls;
 mod expressions;
 mod flags;
+mod graphs;
 mod hooks;
 pub(crate) mod inline;
 mod loops;
@@ -161,6 +162,8 @@ pub struct Lowerer<'a> {
     /// The stream blocks (`with torch.cuda.stream(s):`) around the statement being lowered:
     /// the stream each makes current, its header's span, and the CFG block its body starts in.
     stream_blocks: Vec<(StreamId, Span, BlockId)>,
+    /// CUDA graphs captured in this body, by name: what a replay reads and writes.
+    captures: FxHashMap<String, graphs::Captured>,
     /// How many enclosing `try` statements restore the stream in their `finally`.
     restoring_try: usize,
     /// Lowering the module's top level (code that runs at import).
@@ -271,6 +274,7 @@ impl<'a> Lowerer<'a> {
             restores_stream: role.restores_stream,
             restore_follows: Vec::new(),
             stream_blocks: Vec::new(),
+            captures: FxHashMap::default(),
             restoring_try: 0,
             at_import: def.is_none(),
             main_guard: 0,
@@ -901,10 +905,18 @@ impl<'a> Lowerer<'a> {
         }
         let scoped = self.set_stream_pairs(stmts);
         let mut before_set: Vec<Option<StreamId>> = vec![None; stmts.len()];
+        let mut captured_until = 0;
         for (i, (s, later)) in stmts.iter().zip(later).enumerate() {
             if self.cx.deadline.passed() {
                 self.b.cut_short();
                 return;
+            }
+            if i < captured_until {
+                continue;
+            }
+            if let Some(end) = self.capture_statements(stmts, i) {
+                captured_until = end + 1;
+                continue;
             }
             if let Some(flag) = self.correlated_flag(&stmts[i..]) {
                 return self.split_on(flag, &stmts[i..]);

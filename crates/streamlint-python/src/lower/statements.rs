@@ -134,6 +134,14 @@ impl<'a> Lowerer<'a> {
                 self.env = merge_env(&then_env, &self.env);
             }
             Stmt::With { items, body, .. } => {
+                if let [item] = items.as_slice() {
+                    if let Some(graph) = self.graph_capture(&item.context) {
+                        let span = item.context.span();
+                        self.capture_entry_sync(span);
+                        self.capture(graph, body, span);
+                        return;
+                    }
+                }
                 let saved = self.current;
                 let outer_blocks = self.stream_blocks.len();
                 let mut acquired = Vec::new();

@@ -1,0 +1,129 @@
+//! CUDA graphs. Work issued while a graph is captured (`with torch.cuda.graph(g):`, or between
+//! `g.capture_begin()` and `g.capture_end()`) does not run: it is recorded, and runs each time
+//! `g.replay()` is called, in one piece on the stream current at the replay, reading and
+//! writing the same (static) tensors. Tensors made during the capture come from the graph's
+//! private pool and live as long as the graph, in no stream's pool.
+//!
+//! So the capture's ops are taken out of the body where they were written and kept per graph,
+//! in order: the tensors they read and write and the events they record and wait on; a replay
+//! puts them back on its current stream.
+//! `torch.cuda.graph(..)` also synchronizes the device on entry (it waits for all streams before
+//! capturing). A graph is known by the text naming it (`g`, `self.graphs[bs]`); one captured in
+//! another function is not followed.
+
+use super::*;
+use streamlint_graph::Op;
+
+/// What a replay of a graph does, in order: the captured ops that touch tensors and events,
+/// each to run on the replaying stream.
+pub(super) type Captured = Vec<OpKind>;
+
+/// The captured op `kind` as it runs on `stream` when the graph is replayed; `None` for what
+/// has no effect outside the graph (ordering between the graph's own nodes, releases of graph
+/// memory).
+fn replayed(kind: &OpKind, stream: StreamId) -> Option<OpKind> {
+    Some(match *kind {
+        OpKind::Read { buffer, .. } => OpKind::Read { buffer, stream },
+        OpKind::Write { buffer, .. } | OpKind::Produce { buffer, .. } => {
+            OpKind::Write { buffer, stream }
+        }
+        OpKind::Raw { buffer, write, .. } => OpKind::Raw {
+            buffer,
+            stream,
+            write,
+        },
+        OpKind::RecordEvent { event, .. } => OpKind::RecordEvent { event, stream },
+        OpKind::WaitEvent { event, .. } => OpKind::WaitEvent { event, stream },
+        _ => return None,
+    })
+}
+
+impl<'a> Lowerer<'a> {
+    /// `with torch.cuda.graph(g, ..):` — is this item a graph capture? The graph's name if so.
+    pub(super) fn graph_capture(&self, context: &Expr) -> Option<String> {
+        if self.api_kind(context) != Some(ApiCall::GraphCapture) {
+            return None;
+        }
+        let Expr::Call { args, .. } = context else {
+            return None;
+        };
+        args.first().map(|g| self.graph_name(g))
+    }
+
+    /// The name a graph is known by: the text of the expression.
+    fn graph_name(&self, graph: &Expr) -> String {
+        String::from_utf8_lossy(self.cx.text(graph.span())).into_owned()
+    }
+
+    /// Lower `body` as the capture of the graph `name`: its work is recorded, not run here.
+    pub(super) fn capture(&mut self, name: String, body: &[Stmt], span: Span) {
+        let cp = self.b.checkpoint();
+        self.stmts(body);
+        let recorded = self.b.take_since(cp);
+        let mut work: Captured = Vec::new();
+        for Op { kind, .. } in recorded {
+            if let OpKind::Produce { buffer, .. } = kind {
+                // Memory of the graph's pool: there from the capture on, written by replays.
+                self.b.buffer_mut(buffer).owner = Owner::Graph;
+                self.b.push(
+                    OpKind::Produce {
+                        buffer,
+                        stream: self.current,
+                        how: Production::GraphPool,
+                    },
+                    span,
+                );
+            }
+            if replayed(&kind, self.current).is_some() {
+                work.push(kind);
+            }
+        }
+        self.captures.insert(name, work);
+    }
+
+    /// `g.capture_begin()` at `stmts[i]`, with its `g.capture_end()` later in the same block:
+    /// the statements between are the capture. Returns the index of the `capture_end`.
+    pub(super) fn capture_statements(&mut self, stmts: &[Stmt], i: usize) -> Option<usize> {
+        let graph = graph_method_receiver(&stmts[i], "capture_begin")?;
+        let name = self.graph_name(graph);
+        let end = stmts[i + 1..].iter().position(|s| {
+            graph_method_receiver(s, "capture_end").is_some_and(|g| self.graph_name(g) == name)
+        })? + i
+            + 1;
+        let span = match &stmts[i] {
+            Stmt::Expr(e) => e.span(),
+            _ => Span::default(),
+        };
+        self.capture(name, &stmts[i + 1..end], span);
+        Some(end)
+    }
+
+    /// `g.replay()` of a graph captured in this body: its recorded work, in order, on the
+    /// current stream, after everything that stream did before.
+    pub(super) fn replay(&mut self, graph: &Expr, span: Span) -> bool {
+        let Some(work) = self.captures.get(&self.graph_name(graph)).cloned() else {
+            return false;
+        };
+        let stream = self.current;
+        for kind in work.iter().filter_map(|k| replayed(k, stream)) {
+            self.b.push(kind, span);
+        }
+        true
+    }
+
+    /// `torch.cuda.graph(..)` waits for the whole device before it captures.
+    pub(super) fn capture_entry_sync(&mut self, span: Span) {
+        self.b.push(OpKind::SyncDevice, span);
+    }
+}
+
+/// The receiver of a statement `g.<method>()`.
+fn graph_method_receiver<'s>(stmt: &'s Stmt, method: &str) -> Option<&'s Expr> {
+    let Stmt::Expr(Expr::Call { func, .. }) = stmt else {
+        return None;
+    };
+    match func.as_ref() {
+        Expr::Attribute { value, attr, .. } if attr == method => Some(value),
+        _ => None,
+    }
+}
