@@ -97,8 +97,13 @@ impl<'a> Lowerer<'a> {
                         return self.self_method_call(attr, args, keywords, span);
                     }
                 }
-                if attr == "replay" && args.is_empty() && self.replay(receiver, span) {
-                    return Value::Unknown;
+                match attr.as_str() {
+                    "replay" if args.is_empty() && self.replay(receiver, span) => {
+                        return Value::Unknown;
+                    }
+                    "capture_begin" => self.begin_capture(receiver),
+                    "capture_end" => self.end_capture(receiver, span),
+                    _ => {}
                 }
                 // `self.assertEqual(out, expected)` in a test case compares on the host.
                 let on_self = matches!(receiver.as_ref(), Expr::Name { id, .. } if id == "self");

@@ -12,7 +12,7 @@
 //! another function is not followed.
 
 use super::*;
-use streamlint_graph::Op;
+use streamlint_graph::{Checkpoint, Op};
 
 /// What a replay of a graph does, in order: the captured ops that touch tensors and events,
 /// each to run on the replaying stream.
@@ -59,6 +59,33 @@ impl<'a> Lowerer<'a> {
     pub(super) fn capture(&mut self, name: String, body: &[Stmt], span: Span) {
         let cp = self.b.checkpoint();
         self.stmts(body);
+        self.keep_capture(name, cp, span);
+    }
+
+    /// `g.capture_begin()` whose `capture_end()` is in another block (the capture forks work
+    /// to a second stream in between, each part in its own `with` block): the capture runs
+    /// from here to that call, if the code between stays in one straight line.
+    pub(super) fn begin_capture(&mut self, graph: &Expr) {
+        let name = self.graph_name(graph);
+        let start = self.b.current();
+        self.open_capture = Some((name, self.b.checkpoint(), start));
+    }
+
+    /// `g.capture_end()` of the capture [`Self::begin_capture`] opened.
+    pub(super) fn end_capture(&mut self, graph: &Expr, span: Span) {
+        let name = self.graph_name(graph);
+        let open = self.open_capture.take();
+        match open {
+            Some((begun, cp, start)) if begun == name && start == self.b.current() => {
+                self.keep_capture(name, cp, span);
+            }
+            // A branch or a loop in between: left as it ran.
+            other => self.open_capture = other.filter(|(begun, ..)| *begun != name),
+        }
+    }
+
+    /// Take the work lowered since `cp` out of the body and keep it as the graph's.
+    fn keep_capture(&mut self, name: String, cp: Checkpoint, span: Span) {
         let recorded = self.b.take_since(cp);
         let mut work: Captured = Vec::new();
         for Op { kind, .. } in recorded {
