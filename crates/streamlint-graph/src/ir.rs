@@ -793,6 +793,13 @@ impl BodyBuilder {
     /// graph's capture, whose work runs only when the graph is replayed).
     pub fn take_since(&mut self, cp: Checkpoint) -> Vec<Op> {
         let taken = self.body.ops.split_off(cp.ops);
+        // Stream blocks keep only the ops that stay; ids past them will be other ops.
+        let kept = OpId(cp.ops as u32);
+        let blocks = &mut self.body.rewrites.stream_blocks;
+        blocks.retain(|b| b.ops.0 < kept);
+        for b in blocks.iter_mut() {
+            b.ops.1 = b.ops.1.min(kept);
+        }
         self.rollback(cp);
         taken
     }
