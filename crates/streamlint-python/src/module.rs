@@ -381,7 +381,7 @@ struct Workers {
 
 impl Workers {
     fn find(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> Workers {
-        if !cx.prefilter.mentions_data_loading(cx.source.as_bytes()) {
+        if !cx.project.module(cx.module).data_loading {
             return Workers::default();
         }
         let datasets: Vec<String> = stmts

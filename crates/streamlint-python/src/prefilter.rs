@@ -101,11 +101,6 @@ impl Prefilter {
         })
     }
 
-    /// Does `text` mention datasets or data loaders (whose code may run in worker processes)?
-    pub fn mentions_data_loading(&self, text: &[u8]) -> bool {
-        self.scan(text).any(|(word, _)| word == Word::DataLoading)
-    }
-
     /// Everything the project index marks in a module, in one pass (matches come in the order
     /// of the text, so each list is sorted).
     pub fn find(&self, text: &[u8]) -> Found {

@@ -51,6 +51,8 @@ pub struct ModuleIndex {
     called: Vec<u64>,
     /// The module names `saved_tensors_hooks` (see `hooks`).
     pub saved_tensor_hooks: bool,
+    /// The module mentions datasets or data loaders, whose code may run in worker processes.
+    pub data_loading: bool,
 }
 
 impl ModuleIndex {
@@ -105,6 +107,7 @@ impl ModuleIndex {
             inert: inert_blocks(source, &outline.blocks, &marks),
             called: called_names(source.as_bytes()),
             saved_tensor_hooks: !marks.saved_tensor_hooks.is_empty(),
+            data_loading: !marks.data_loading.is_empty(),
         }
     }
 
