@@ -39,15 +39,18 @@ fn replayed(kind: &OpKind, stream: StreamId) -> Option<OpKind> {
 }
 
 impl<'a> Lowerer<'a> {
-    /// `with torch.cuda.graph(g, ..):` — is this item a graph capture? The graph's name if so.
+    /// `with torch.cuda.graph(g, ..):` (or `graph(cuda_graph=g, ..)`) — is this item a graph
+    /// capture? The graph's name if so.
     pub(super) fn graph_capture(&self, context: &Expr) -> Option<String> {
         if self.api_kind(context) != Some(ApiCall::GraphCapture) {
             return None;
         }
-        let Expr::Call { args, .. } = context else {
+        let Expr::Call { args, keywords, .. } = context else {
             return None;
         };
-        args.first().map(|g| self.graph_name(g))
+        args.first()
+            .or_else(|| Expr::keyword(keywords, "cuda_graph"))
+            .map(|g| self.graph_name(g))
     }
 
     /// The name a graph is known by: the text of the expression.
