@@ -134,13 +134,15 @@ impl<'a> Lowerer<'a> {
                 self.env = merge_env(&then_env, &self.env);
             }
             Stmt::With { items, body, .. } => {
-                if let [item] = items.as_slice() {
-                    if let Some(graph) = self.graph_capture(&item.context) {
-                        let span = item.context.span();
-                        self.capture_entry_sync(span);
-                        self.capture(graph, body, span);
-                        return;
-                    }
+                // `with torch.cuda.graph(g), torch.inference_mode():` captures the block; the
+                // other contexts only shape work that does not run here.
+                let graph = items
+                    .iter()
+                    .find_map(|i| Some((self.graph_capture(&i.context)?, i.context.span())));
+                if let Some((graph, span)) = graph {
+                    self.capture_entry_sync(span);
+                    self.capture(graph, body, span);
+                    return;
                 }
                 let saved = self.current;
                 let outer_blocks = self.stream_blocks.len();
