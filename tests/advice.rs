@@ -6,7 +6,7 @@
 mod support;
 
 use streamlint_graph::{Body, BufferId, OpId, StreamOrigin};
-use support::fixture_files;
+use support::{all_fixture_files, fixture_files};
 
 /// A dotted name in a help's code, and what the code does with it.
 #[derive(Debug, PartialEq)]
@@ -174,9 +174,8 @@ fn finding_ops(body: &Body, finding: &streamlint_rules::Finding) -> Vec<OpId> {
 fn help_names_only_values_live_where_it_applies() {
     let mut failures = Vec::new();
     let mut checked = 0;
-    let python = fixture_files("python", "py").into_iter().map(|p| (p, true));
-    let rust = fixture_files("rust", "rs").into_iter().map(|p| (p, false));
-    for (path, is_python) in python.chain(rust) {
+    for path in all_fixture_files() {
+        let is_python = path.extension().is_some_and(|x| x == "py");
         let source = std::fs::read_to_string(&path).unwrap();
         let deadline = streamlint_graph::Deadline::NONE;
         let bodies = if is_python {

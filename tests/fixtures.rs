@@ -9,7 +9,7 @@ use streamlint_render::LineIndex;
 use streamlint_rules::{Applicability, Finding};
 mod support;
 
-use support::{expectations, fixture_files, repo_root};
+use support::{all_fixture_files, expectations, fixture_files, repo_root};
 
 #[test]
 fn python_fixtures_match_their_expectations() {
@@ -180,10 +180,7 @@ fn fixes_remove_their_findings_and_add_none() {
     let settings = Settings::default();
     let mut fixed: Vec<(String, String, Applicability)> = Vec::new();
     let mut failures = Vec::new();
-    let files = fixture_files("python", "py")
-        .into_iter()
-        .chain(fixture_files("rust", "rs"));
-    for path in files {
+    for path in all_fixture_files() {
         let source = std::fs::read_to_string(&path).expect("fixture is readable UTF-8");
         let before = check_source(&path, &source, &settings);
         let rel = path
@@ -307,10 +304,7 @@ fn guard_dropped_early_is_a_note_with_one_stream() {
 fn fixing_each_fixture_safe_then_unsafe_leaves_no_fixable_finding() {
     let settings = Settings::default();
     let mut failures = Vec::new();
-    let files = fixture_files("python", "py")
-        .into_iter()
-        .chain(fixture_files("rust", "rs"));
-    for path in files {
+    for path in all_fixture_files() {
         let source = std::fs::read_to_string(&path).expect("fixture is readable UTF-8");
         let before = check_source(&path, &source, &settings);
         if before.iter().all(|f| f.fix.is_none()) {

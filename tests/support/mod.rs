@@ -41,6 +41,13 @@ pub fn fixture_files(language: &str, extension: &str) -> Vec<PathBuf> {
     out
 }
 
+/// Every Python and Rust fixture file, Python first.
+pub fn all_fixture_files() -> Vec<PathBuf> {
+    let mut out = fixture_files("python", "py");
+    out.extend(fixture_files("rust", "rs"));
+    out
+}
+
 fn collect(dir: &Path, extension: &str, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;

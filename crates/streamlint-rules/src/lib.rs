@@ -234,21 +234,12 @@ impl<'b> Context<'b> {
         })
     }
 
-    /// The wait that orders `consumer` after `access` (on `producer`) for its use at `at`, as an
-    /// edit: before the use, or where the stream current there cannot be spelled (inside the
-    /// block that makes `consumer` current, `current_stream()` is `consumer`), before that
-    /// block's header. `None` where the wait would serialize a loop (see
+    /// The wait that orders `consumer` after `producer` for its use at `at`, as an edit: before
+    /// the use, or where the stream current there cannot be spelled (inside the block that
+    /// makes `consumer` current, `current_stream()` is `consumer`), before that block's header.
+    /// Callers offer none where the wait would serialize a loop (see
     /// [`Self::wait_holds_back_later_work`]).
-    fn ordering_edit(
-        &self,
-        consumer: StreamId,
-        producer: StreamId,
-        access: OpId,
-        at: OpId,
-    ) -> Option<Fix> {
-        if self.wait_holds_back_later_work(producer, access, at) {
-            return None;
-        }
+    fn ordering_edit(&self, consumer: StreamId, producer: StreamId, at: OpId) -> Option<Fix> {
         self.wait_stream_edit(consumer, producer, self.span(at), Some(consumer))
             .or_else(|| {
                 let block = self.body.block_making_current(at, consumer)?;

@@ -202,8 +202,8 @@ impl MissingStreamWait {
             buffer,
             consumer,
             producer,
-            access,
             raw,
+            serializes: cx.wait_holds_back_later_work(producer, access, at),
             // Memory the producer allocated, whose use by the receiver the allocator is not
             // told.
             unrecorded: b.alloc_stream == producer
@@ -213,10 +213,10 @@ impl MissingStreamWait {
         };
         // Handed on, a value may need more than the wait (its record, a wait where the object
         // is used next): said in words.
-        let fix = if returned {
+        let fix = if returned || race.serializes {
             None
         } else {
-            cx.ordering_edit(consumer, producer, access, at)
+            cx.ordering_edit(consumer, producer, at)
         };
         cx.report_once(
             buffer,
@@ -233,15 +233,16 @@ impl MissingStreamWait {
     }
 }
 
-/// A use of `buffer` on `consumer` that nothing orders after `access` on `producer` (a write,
+/// A use of `buffer` on `consumer` that nothing orders after an access on `producer` (a write,
 /// or with `raw` false a read the use overwrites).
 #[derive(Copy, Clone)]
 struct Race {
     buffer: BufferId,
     consumer: StreamId,
     producer: StreamId,
-    access: OpId,
     raw: bool,
+    /// A wait for all of `producer` there would also hold back work a loop queues later.
+    serializes: bool,
     unrecorded: bool,
 }
 
@@ -254,8 +255,8 @@ fn wait_help(cx: &Context<'_>, race: &Race, at: OpId) -> String {
         buffer,
         consumer,
         producer,
-        access,
         raw,
+        serializes,
         unrecorded,
     } = *race;
     let (c, p) = (cx.stream_name(consumer), cx.stream_name(producer));
@@ -263,7 +264,7 @@ fn wait_help(cx: &Context<'_>, race: &Race, at: OpId) -> String {
     let after = if raw { "write" } else { "read" };
     let ambient = cx.body.ambient;
     let place = cx.place(at);
-    if cx.wait_holds_back_later_work(producer, access, at) {
+    if serializes {
         return format!(
             "record an event on {p} right after the {after} and make {c} wait on that event before this use; waiting for all of {p} here would also wait for the work it queues later in this loop, and the loop would no longer overlap"
         );

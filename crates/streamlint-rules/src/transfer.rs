@@ -133,10 +133,11 @@ impl TransferInSideStream {
             .unordered_writes(buffer, consumer)
             .first()
             .map_or(b.produced_at, |&(_, w)| w);
-        let edit = if returned || !recorded {
+        let serializes = cx.wait_holds_back_later_work(b.alloc_stream, copy, at);
+        let edit = if returned || !recorded || serializes {
             None
         } else {
-            cx.ordering_edit(consumer, b.alloc_stream, copy, at)
+            cx.ordering_edit(consumer, b.alloc_stream, at)
         };
         cx.report_once(buffer, Finding {
             fix: edit,
@@ -147,7 +148,7 @@ impl TransferInSideStream {
             labels: std::iter::once(Label { span: cx.span(b.produced_at), message: format!("copied on {side} here") })
                 .chain(state.last_wait(consumer).map(|w| Label { span: cx.span(w), message: "this wait does not cover the copy".into() }))
                 .collect(),
-            help: Some(help(cx, buffer, b.alloc_stream, consumer, Missing { wait: true, record: !recorded, wait_serializes: cx.wait_holds_back_later_work(b.alloc_stream, copy, at) }, at)),
+            help: Some(help(cx, buffer, b.alloc_stream, consumer, Missing { wait: true, record: !recorded, wait_serializes: serializes }, at)),
         });
         true
     }

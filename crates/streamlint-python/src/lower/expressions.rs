@@ -104,7 +104,7 @@ impl<'a> Lowerer<'a> {
                 }
                 match v {
                     Value::Group(ref items) => {
-                        handle_item(items, index).unwrap_or_else(|| Value::tensors(v.buffers()))
+                        group_item(items, index).unwrap_or_else(|| Value::tensors(v.buffers()))
                     }
                     Value::Tensors(_) | Value::Param(_) | Value::Stream(_) => v,
                     _ => Value::Unknown,
@@ -173,8 +173,6 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// Confirm the arguments themselves among `values` as tensors; not their elements or
-    /// attributes, whose arithmetic is as often on sizes and offsets.
     /// `a > b`, `x == 0`: an elementwise comparison, whose result is a boolean mask.
     fn is_comparison(&self, expr: &Expr) -> bool {
         let Expr::Operator {
@@ -193,6 +191,8 @@ impl<'a> Lowerer<'a> {
         !shifts && (equality || text.iter().any(|&c| matches!(c, b'<' | b'>')))
     }
 
+    /// Confirm the arguments themselves among `values` as tensors; not their elements or
+    /// attributes, whose arithmetic is as often on sizes and offsets.
     fn confirm_arguments(&mut self, values: &[Value]) {
         for v in values {
             if let Value::Param(b) = v {
@@ -278,7 +278,7 @@ impl<'a> Lowerer<'a> {
 /// `events[slot]`, `streams[0]`: the stream or event a list of them holds at `index`, when the
 /// index is a constant or every item is the same one (events made at one site are one event,
 /// so a ring of events waited on by a computed slot is a wait on it). `None` for other lists.
-fn handle_item(items: &[Value], index: &Expr) -> Option<Value> {
+fn group_item(items: &[Value], index: &Expr) -> Option<Value> {
     let item = match index {
         Expr::Constant {
             value: Constant::Int(k),

@@ -42,12 +42,24 @@ impl<'a> Lowerer<'a> {
     /// `with torch.cuda.graph(g, ..):` (or `graph(cuda_graph=g, ..)`) — is this item a graph
     /// capture? The graph's name if so.
     pub(super) fn graph_capture(&self, context: &Expr) -> Option<String> {
-        if self.api_kind(context) != Some(ApiCall::GraphCapture) {
-            return None;
-        }
-        let Expr::Call { args, keywords, .. } = context else {
+        let Expr::Call {
+            func,
+            args,
+            keywords,
+            ..
+        } = context
+        else {
             return None;
         };
+        // Every `with` item comes here: resolve the name only when it could be `graph`.
+        let named_graph = match func.as_ref() {
+            Expr::Attribute { attr, .. } => attr == "graph",
+            Expr::Name { id, .. } => id == "graph",
+            _ => false,
+        };
+        if !named_graph || self.api_kind(context) != Some(ApiCall::GraphCapture) {
+            return None;
+        }
         args.first()
             .or_else(|| Expr::keyword(keywords, "cuda_graph"))
             .map(|g| self.graph_name(g))
