@@ -302,13 +302,16 @@ impl Convert<'_> {
                 names: aliases(&i.names),
             },
             S::Expr(e) => Stmt::Expr(self.expr(&e.value)),
+            S::Assert(a) => Stmt::Assert {
+                test: self.expr(&a.test),
+                span: sp,
+            },
             S::Break(_) => Stmt::Break,
             S::Continue(_) => Stmt::Continue,
             S::TypeAlias(_)
             | S::Pass(_)
             | S::Global(_)
             | S::Nonlocal(_)
-            | S::Assert(_)
             | S::IpyEscapeCommand(_) => Stmt::Other,
         }
     }

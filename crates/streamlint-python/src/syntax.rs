@@ -68,9 +68,14 @@ pub enum Stmt {
         names: Vec<(String, Option<String>)>,
     },
     Expr(Expr),
+    /// `assert test`: the test's truth is read on the host (the message only on failure).
+    Assert {
+        test: Expr,
+        span: Span,
+    },
     Break,
     Continue,
-    /// `pass`, `global`, `assert`, type aliases: nothing the analysis follows.
+    /// `pass`, `global`, type aliases: nothing the analysis follows.
     Other,
 }
 
@@ -402,7 +407,7 @@ pub fn visit_calls(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr)) {
                 visit_expr_calls(subject, f);
                 cases.iter().for_each(|c| visit_calls(c, into_defs, f));
             }
-            Stmt::Expr(e) => visit_expr_calls(e, f),
+            Stmt::Expr(e) | Stmt::Assert { test: e, .. } => visit_expr_calls(e, f),
             Stmt::Raise
             | Stmt::Import { .. }
             | Stmt::ImportFrom { .. }

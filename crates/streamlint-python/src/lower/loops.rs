@@ -68,10 +68,7 @@ impl<'a> Lowerer<'a> {
         let from = self.b.current();
         let head = self.branch(from);
         if let Some(t) = test {
-            let v = self.eval(t);
-            if !v.local_tensors().is_empty() {
-                self.host_read(&v, span);
-            }
+            self.truth_test(t, span);
         }
         let head_end = self.b.current();
         let head_env = self.env.clone();

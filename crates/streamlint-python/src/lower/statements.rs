@@ -106,10 +106,7 @@ impl<'a> Lowerer<'a> {
                     self.eval(test);
                     return self.stmts(body);
                 }
-                let t = self.eval(test);
-                if !t.local_tensors().is_empty() {
-                    self.host_read(&t, *span);
-                }
+                self.truth_test(test, *span);
                 self.note_device_tests(test, test.span());
                 let from = self.b.current();
                 let before = self.env.clone();
@@ -279,7 +276,17 @@ impl<'a> Lowerer<'a> {
                     self.jump(head);
                 }
             }
+            Stmt::Assert { test, span } => self.truth_test(test, *span),
             Stmt::Other => {}
+        }
+    }
+
+    /// The test of an `if`, `while` or `assert`: a tensor's truth is read on the host, which
+    /// waits for the current stream (`if torch.isnan(loss).any():`, `assert (a == b).all()`).
+    pub(super) fn truth_test(&mut self, test: &Expr, span: Span) {
+        let value = self.eval(test);
+        if !value.local_tensors().is_empty() {
+            self.host_read(&value, span);
         }
     }
 
