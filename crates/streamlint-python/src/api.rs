@@ -42,6 +42,10 @@ pub enum ApiCall {
     HostComparison,
     /// `torch.cuda.graph(g)`: a context manager whose block is captured into the CUDA graph `g`.
     GraphCapture,
+    /// `torch.cuda.make_graphed_callables(module, sample_args)`: synchronizes the device before
+    /// its warm-up and again before it captures, and keeps the sample tensors as the graphs'
+    /// static inputs; the callables it returns replay on the stream current at each call.
+    GraphedCallables,
 }
 
 /// Functions that compare tensors and give the answer to the host (see
@@ -627,6 +631,7 @@ impl ApiModel {
                 "Event" => Some(ApiCall::EventFactory),
                 "synchronize" => Some(ApiCall::DeviceSynchronize),
                 "graph" => Some(ApiCall::GraphCapture),
+                "make_graphed_callables" => Some(ApiCall::GraphedCallables),
                 // The legacy typed constructors (`torch.cuda.FloatTensor(n)`): device memory.
                 typed if typed.ends_with("Tensor") && typed != "Tensor" => {
                     Some(ApiCall::TensorFactory)

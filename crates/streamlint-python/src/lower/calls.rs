@@ -581,6 +581,15 @@ impl<'a> Lowerer<'a> {
                 self.eval_args(args, keywords);
                 Value::Unknown
             }
+            ApiCall::GraphedCallables => {
+                let vals = self.eval_args(args, keywords);
+                self.b.push(OpKind::SyncDevice, span);
+                // The graphs hold the sample tensors for as long as they live.
+                for v in &vals {
+                    self.escape(v, EscapeKind::Container, span);
+                }
+                Value::Unknown
+            }
             ApiCall::HostComparison => {
                 let vals = self.eval_args(args, keywords);
                 self.host_compare(&vals, span);
