@@ -3,6 +3,7 @@
 //! events) and the stream that is current, and emits the stream operations in program order.
 
 mod calls;
+mod evidence;
 mod expressions;
 mod flags;
 mod graphs;
@@ -370,6 +371,17 @@ impl<'a> Lowerer<'a> {
             .iter()
             .any(|d| d.dotted().as_deref() == Some("staticmethod"));
         let mut stream_param = false;
+        let unannotated: Vec<&str> = def
+            .params
+            .iter()
+            .filter(|p| p.annotation.is_none() && !p.variadic && p.name != "self")
+            .map(|p| p.name.as_str())
+            .collect();
+        let evident = if unannotated.is_empty() {
+            Vec::new()
+        } else {
+            evidence::used_as_tensors(&def.body, &unannotated)
+        };
         for (i, p) in def.params.iter().enumerate() {
             if i == 0 && is_method && !is_static {
                 continue;
@@ -433,7 +445,7 @@ impl<'a> Lowerer<'a> {
                 if !p.variadic && !annotated_other {
                     self.param_buffers.push(buf);
                 }
-                if annotation.ends_with("Tensor") {
+                if annotation.ends_with("Tensor") || evident.contains(&p.name.as_str()) {
                     self.confirmed.insert(buf);
                 }
                 self.entry_ops.push((
