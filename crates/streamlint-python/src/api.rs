@@ -42,6 +42,8 @@ pub enum ApiCall {
     HostComparison,
     /// `torch.cuda.graph(g)`: a context manager whose block is captured into the CUDA graph `g`.
     GraphCapture,
+    /// `replay_graph(g)` of an accelerator: `g.replay()`.
+    GraphReplay,
     /// `torch.cuda.make_graphed_callables(module, sample_args)`: synchronizes the device before
     /// its warm-up and again before it captures, and keeps the sample tensors as the graphs'
     /// static inputs; the callables it returns replay on the stream current at each call.
@@ -630,7 +632,10 @@ impl ApiModel {
                 "set_stream" => Some(ApiCall::SetStream),
                 "Event" => Some(ApiCall::EventFactory),
                 "synchronize" => Some(ApiCall::DeviceSynchronize),
-                "graph" => Some(ApiCall::GraphCapture),
+                // `capture_to_graph(g)` and `replay_graph(g)`: an accelerator's spellings
+                // (DeepSpeed's accelerator interface).
+                "graph" | "capture_to_graph" => Some(ApiCall::GraphCapture),
+                "replay_graph" => Some(ApiCall::GraphReplay),
                 "make_graphed_callables" => Some(ApiCall::GraphedCallables),
                 // The legacy typed constructors (`torch.cuda.FloatTensor(n)`): device memory.
                 typed if typed.ends_with("Tensor") && typed != "Tensor" => {

@@ -2,6 +2,7 @@
 //! stream graph with a model of PyTorch's stream, event, allocator and copy semantics.
 
 pub mod api;
+mod captures;
 mod context;
 mod hooks;
 mod lower;

@@ -5,6 +5,7 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::api::{ApiCall, ApiModel};
+use crate::captures::{self, CapturedAttributes};
 use crate::names::Imports;
 use crate::syntax::{visit_exprs, Expr, FunctionDef, Stmt};
 
@@ -85,6 +86,9 @@ pub struct ClassSummary {
     pub methods: FxHashMap<String, MethodSummary>,
     /// The class's unpack hooks, with what their argument holds (see `hooks`).
     pub unpack_arguments: FxHashMap<String, crate::hooks::PackedArgument>,
+    /// CUDA graphs the object keeps, by attribute, with what their captures do to the
+    /// object's other attributes (see `captures`).
+    pub graphs: FxHashMap<String, CapturedAttributes>,
 }
 
 impl ClassSummary {
@@ -120,6 +124,9 @@ impl ClassSummary {
                     if known.is_none() || stronger {
                         summary.attrs.insert(attr.clone(), kind.clone());
                     }
+                }
+                for (graph, captured) in captures::method_captures(f, api, imports) {
+                    summary.graphs.entry(graph).or_default().extend(captured);
                 }
                 summary.methods.insert(f.name.clone(), scan.method);
             }

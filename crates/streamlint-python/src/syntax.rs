@@ -347,24 +347,31 @@ impl Expr {
 /// Call `f` on every call expression in `stmts`, in nested expressions and statements;
 /// `into_defs` also enters nested functions and classes.
 pub fn visit_calls(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr)) {
+    visit_statement_exprs(stmts, into_defs, &mut |e, _| visit_expr_calls(e, f));
+}
+
+/// Call `f` on each expression the statements of `stmts` hold (not the expressions inside
+/// those), in nested statements too, with whether it is a target the statement binds or
+/// deletes; `into_defs` also enters nested functions (their decorators) and classes.
+pub fn visit_statement_exprs(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr, bool)) {
     for s in stmts {
         match s {
             Stmt::Def(d) => {
                 if into_defs {
-                    d.decorators.iter().for_each(|e| visit_expr_calls(e, f));
-                    visit_calls(&d.body, into_defs, f);
+                    d.decorators.iter().for_each(|e| f(e, false));
+                    visit_statement_exprs(&d.body, into_defs, f);
                 }
             }
             Stmt::Class(c) => {
                 if into_defs {
-                    visit_calls(&c.body, into_defs, f);
+                    visit_statement_exprs(&c.body, into_defs, f);
                 }
             }
-            Stmt::Return { value, .. } => value.iter().for_each(|e| visit_expr_calls(e, f)),
-            Stmt::Delete { targets, .. } => targets.iter().for_each(|e| visit_expr_calls(e, f)),
+            Stmt::Return { value, .. } => value.iter().for_each(|e| f(e, false)),
+            Stmt::Delete { targets, .. } => targets.iter().for_each(|e| f(e, true)),
             Stmt::Assign { targets, value, .. } => {
-                targets.iter().for_each(|e| visit_expr_calls(e, f));
-                visit_expr_calls(value, f);
+                targets.iter().for_each(|e| f(e, true));
+                f(value, false);
             }
             Stmt::For {
                 target,
@@ -373,10 +380,10 @@ pub fn visit_calls(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr)) {
                 orelse,
                 ..
             } => {
-                visit_expr_calls(target, f);
-                visit_expr_calls(iter, f);
-                visit_calls(body, into_defs, f);
-                visit_calls(orelse, into_defs, f);
+                f(target, true);
+                f(iter, false);
+                visit_statement_exprs(body, into_defs, f);
+                visit_statement_exprs(orelse, into_defs, f);
             }
             Stmt::While {
                 test, body, orelse, ..
@@ -384,13 +391,13 @@ pub fn visit_calls(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr)) {
             | Stmt::If {
                 test, body, orelse, ..
             } => {
-                visit_expr_calls(test, f);
-                visit_calls(body, into_defs, f);
-                visit_calls(orelse, into_defs, f);
+                f(test, false);
+                visit_statement_exprs(body, into_defs, f);
+                visit_statement_exprs(orelse, into_defs, f);
             }
             Stmt::With { items, body } => {
-                items.iter().for_each(|i| visit_expr_calls(&i.context, f));
-                visit_calls(body, into_defs, f);
+                items.iter().for_each(|i| f(&i.context, false));
+                visit_statement_exprs(body, into_defs, f);
             }
             Stmt::Try {
                 body,
@@ -398,16 +405,20 @@ pub fn visit_calls(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(&Expr)) {
                 orelse,
                 finalbody,
             } => {
-                visit_calls(body, into_defs, f);
-                handlers.iter().for_each(|h| visit_calls(h, into_defs, f));
-                visit_calls(orelse, into_defs, f);
-                visit_calls(finalbody, into_defs, f);
+                visit_statement_exprs(body, into_defs, f);
+                handlers
+                    .iter()
+                    .for_each(|h| visit_statement_exprs(h, into_defs, f));
+                visit_statement_exprs(orelse, into_defs, f);
+                visit_statement_exprs(finalbody, into_defs, f);
             }
             Stmt::Match { subject, cases } => {
-                visit_expr_calls(subject, f);
-                cases.iter().for_each(|c| visit_calls(c, into_defs, f));
+                f(subject, false);
+                cases
+                    .iter()
+                    .for_each(|c| visit_statement_exprs(c, into_defs, f));
             }
-            Stmt::Expr(e) | Stmt::Assert { test: e, .. } => visit_expr_calls(e, f),
+            Stmt::Expr(e) | Stmt::Assert { test: e, .. } => f(e, false),
             Stmt::Raise
             | Stmt::Import { .. }
             | Stmt::ImportFrom { .. }

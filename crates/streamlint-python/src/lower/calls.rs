@@ -29,46 +29,13 @@ impl<'a> Lowerer<'a> {
             return mapped;
         }
         let root = root_name(func);
-        let root_is_local = root.is_some_and(|r| {
-            self.env.contains_key(r)
-                || r == "self"
-                || !(self.cx.imports.binds(r) || self.cx.defined.contains(r))
-        });
-        // `self.device_module.synchronize()` for an attribute holding a device module.
-        let held_module = match func {
-            Expr::Attribute { value, attr, .. } => {
-                value
-                    .dotted()
-                    .and_then(|d| match self.class?.attrs.get(&d)? {
-                        AttrKind::DeviceModule(module) => Some(format!("{module}.{attr}")),
-                        _ => None,
-                    })
-            }
-            _ => None,
-        };
-        let api = match root.and_then(|r| self.env.get(r)) {
-            _ if held_module.is_some() => {
-                held_module.and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
-            }
-            // `DP(module=m)` for `DP` bound to a data-parallel wrapper class.
-            Some(Value::DataParallelWrapper) if matches!(func, Expr::Name { .. }) => {
-                return self.data_parallel_wrap(args, keywords, span);
-            }
-            // `dm.current_stream()` for `dm` bound to a device module.
-            Some(Value::Module(module)) => {
-                let rest = func
-                    .dotted()
-                    .and_then(|d| d.split_once('.').map(|(_, rest)| rest.to_string()));
-                rest.map(|rest| format!("{module}.{rest}"))
-                    .and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
-            }
-            _ if root_is_local && !matches!(func, Expr::Name { .. }) => None,
-            _ => self
-                .cx
-                .imports
-                .qualify(func)
-                .and_then(|q| self.cx.api.classify(&q).map(|c| (c, q))),
-        };
+        // `DP(module=m)` for `DP` bound to a data-parallel wrapper class.
+        if let (Some(Value::DataParallelWrapper), Expr::Name { .. }) =
+            (root.and_then(|r| self.env.get(r)), func)
+        {
+            return self.data_parallel_wrap(args, keywords, span);
+        }
+        let api = self.classify_callee(func);
         if let Some((call, qualified)) = api {
             if !(matches!(func, Expr::Name { id, .. } if self.env.contains_key(id.as_str()))) {
                 return self.api_call(call, &qualified, args, keywords, span);
@@ -364,6 +331,51 @@ impl<'a> Lowerer<'a> {
         self.made_elsewhere(id, span)
     }
 
+    /// The API a callee names, with its qualified name: through the imports, or through a
+    /// value holding a device module (a local `dm = torch.get_device_module()`, an attribute
+    /// `self.device_module`). A call through a name or attribute chain rooted at another value
+    /// (a local, `self`, a module global: any root that no import or `def` of the module binds)
+    /// is a method call on that value, not an API call.
+    pub(super) fn classify_callee(&self, func: &Expr) -> Option<(ApiCall, String)> {
+        let root = root_name(func);
+        let root_is_local = root.is_some_and(|r| {
+            self.env.contains_key(r)
+                || r == "self"
+                || !(self.cx.imports.binds(r) || self.cx.defined.contains(r))
+        });
+        // `self.device_module.synchronize()` for an attribute holding a device module.
+        let held_module = match func {
+            Expr::Attribute { value, attr, .. } => {
+                value
+                    .dotted()
+                    .and_then(|d| match self.class?.attrs.get(&d)? {
+                        AttrKind::DeviceModule(module) => Some(format!("{module}.{attr}")),
+                        _ => None,
+                    })
+            }
+            _ => None,
+        };
+        if let Some(q) = held_module {
+            return self.cx.api.classify(&q).map(|c| (c, q));
+        }
+        match root.and_then(|r| self.env.get(r)) {
+            // `dm.current_stream()` for `dm` bound to a device module.
+            Some(Value::Module(module)) => {
+                let rest = func
+                    .dotted()
+                    .and_then(|d| d.split_once('.').map(|(_, rest)| rest.to_string()));
+                rest.map(|rest| format!("{module}.{rest}"))
+                    .and_then(|q| self.cx.api.classify(&q).map(|c| (c, q)))
+            }
+            _ if root_is_local && !matches!(func, Expr::Name { .. }) => None,
+            _ => self
+                .cx
+                .imports
+                .qualify(func)
+                .and_then(|q| self.cx.api.classify(&q).map(|c| (c, q))),
+        }
+    }
+
     /// A name holding what code the analysis does not see returned, found to be a device
     /// tensor (an in-place op on it, a collective given it). From then on it is one, made
     /// before this point with nothing known to be pending on it, and not this body's to free
@@ -579,6 +591,15 @@ impl<'a> Lowerer<'a> {
             ApiCall::GraphCapture => {
                 // A capture context made apart from a `with`: its block is not known here.
                 self.eval_args(args, keywords);
+                Value::Unknown
+            }
+            ApiCall::GraphReplay => {
+                match args {
+                    [graph] if keywords.is_empty() && self.replay(graph, span) => {}
+                    _ => {
+                        self.eval_args(args, keywords);
+                    }
+                }
                 Value::Unknown
             }
             ApiCall::GraphedCallables => {

@@ -8,10 +8,15 @@
 //! in order: the tensors they read and write and the events they record and wait on; a replay
 //! puts them back on its current stream.
 //! `torch.cuda.graph(..)` also synchronizes the device on entry (it waits for all streams before
-//! capturing). A graph is known by the text naming it (`g`, `self.graphs[bs]`); one captured in
-//! another function is not followed.
+//! capturing). A graph captured in this body is known by the text naming it (`g`,
+//! `self.graphs[bs]`); one the object keeps, captured in another method, by the class summary's
+//! record of the attributes its capture reads and writes (see `captures`). A project function
+//! that returns a capture context of the graph it is given
+//! (`def capture_context(graph, pool): return torch.cuda.graph(graph, pool=pool)`) captures the
+//! caller's graph.
 
 use super::*;
+use crate::captures::{self, graph_method_receiver};
 use streamlint_graph::{Checkpoint, Op};
 
 /// What a replay of a graph does, in order: the captured ops that touch tensors and events,
@@ -39,9 +44,19 @@ fn replayed(kind: &OpKind, stream: StreamId) -> Option<OpKind> {
 }
 
 impl<'a> Lowerer<'a> {
-    /// `with torch.cuda.graph(g, ..):` (or `graph(cuda_graph=g, ..)`) — is this item a graph
+    /// `with torch.cuda.graph(g, ..):` (or `graph(cuda_graph=g, ..)`, an accelerator's
+    /// `capture_to_graph(g)`, a project function returning one of those) — is this item a graph
     /// capture? The graph's name if so.
     pub(super) fn graph_capture(&self, context: &Expr) -> Option<String> {
+        let classify = |func: &Expr| self.classify_callee(func).map(|(call, _)| call);
+        let graph = captures::captured_graph(context, &classify)
+            .or_else(|| self.wrapped_capture(context))?;
+        Some(self.graph_name(graph))
+    }
+
+    /// `with capture_context(g, ..):` for a project function that returns a capture context of
+    /// one of its parameters: the caller's argument for that parameter.
+    fn wrapped_capture<'e>(&self, context: &'e Expr) -> Option<&'e Expr> {
         let Expr::Call {
             func,
             args,
@@ -51,18 +66,19 @@ impl<'a> Lowerer<'a> {
         else {
             return None;
         };
-        // Every `with` item comes here: resolve the name only when it could be `graph`.
-        let named_graph = match func.as_ref() {
-            Expr::Attribute { attr, .. } => attr == "graph",
-            Expr::Name { id, .. } => id == "graph",
-            _ => false,
-        };
-        if !named_graph || self.api_kind(context) != Some(ApiCall::GraphCapture) {
+        if !matches!(func.as_ref(), Expr::Name { .. } | Expr::Attribute { .. }) {
             return None;
         }
-        args.first()
-            .or_else(|| Expr::keyword(keywords, "cuda_graph"))
-            .map(|g| self.graph_name(g))
+        let callee = self.project_callee(func)?;
+        let module = self.cx.project.module(callee.module);
+        let param = captures::returned_capture(callee.def, self.cx.api, &module.imports)?;
+        let def = callee.def;
+        if param < def.positional && param < args.len() {
+            return args
+                .get(param)
+                .filter(|a| !matches!(a, Expr::Starred { .. }));
+        }
+        Expr::keyword(keywords, &def.params[param].name)
     }
 
     /// The name a graph is known by: the text of the expression.
@@ -140,32 +156,70 @@ impl<'a> Lowerer<'a> {
         Some(end)
     }
 
-    /// `g.replay()` of a graph captured in this body: its recorded work, in order, on the
-    /// current stream, after everything that stream did before.
+    /// `g.replay()`: the work of a graph captured in this body, in order, or the accesses of
+    /// one the object keeps to its attributes, on the current stream, after everything that
+    /// stream did before. False for a graph whose capture is not known.
     pub(super) fn replay(&mut self, graph: &Expr, span: Span) -> bool {
-        let Some(work) = self.captures.get(&self.graph_name(graph)).cloned() else {
+        let stream = self.current;
+        if let Some(work) = self.captures.get(&self.graph_name(graph)).cloned() {
+            for kind in work.iter().filter_map(|k| replayed(k, stream)) {
+                self.b.push(kind, span);
+            }
+            return true;
+        }
+        let kept = captures::attribute_key(graph).and_then(|key| self.class?.graphs.get(&key));
+        let Some(captured) = kept else {
             return false;
         };
-        let stream = self.current;
-        for kind in work.iter().filter_map(|k| replayed(k, stream)) {
-            self.b.push(kind, span);
+        for (keys, write) in [(&captured.reads, false), (&captured.writes, true)] {
+            for key in keys {
+                for buffer in self.replayed_attribute(key, write, span) {
+                    let kind = if write {
+                        OpKind::Write { buffer, stream }
+                    } else {
+                        OpKind::Read { buffer, stream }
+                    };
+                    self.b.push(kind, span);
+                }
+            }
         }
         true
+    }
+
+    /// The tensors an attribute a kept graph's capture used holds here: what this method
+    /// knows it to hold; for one the capture writes, its output, whatever else is known of it
+    /// (a graph's outputs are device memory).
+    fn replayed_attribute(&mut self, key: &str, write: bool, span: Span) -> Vec<BufferId> {
+        let known = match self.env.get(key) {
+            Some(v) => Some(v.clone()),
+            None if key.ends_with("[…]") => {
+                self.attribute_buffers.get(key).map(|&b| Value::Param(b))
+            }
+            None => {
+                let value = self.class_attribute(key, span);
+                if let Some(v) = &value {
+                    self.bind(key.to_string(), v.clone());
+                }
+                value
+            }
+        };
+        let tensors = known
+            .as_ref()
+            .map(|v| self.tensor_buffers(std::slice::from_ref(v)))
+            .unwrap_or_default();
+        if !tensors.is_empty() || !write {
+            return tensors;
+        }
+        let buffer = self.held_by_object(key, span);
+        self.confirmed.insert(buffer);
+        if !key.ends_with("[…]") {
+            self.bind(key.to_string(), Value::Tensors(vec![buffer]));
+        }
+        vec![buffer]
     }
 
     /// `torch.cuda.graph(..)` waits for the whole device before it captures.
     pub(super) fn capture_entry_sync(&mut self, span: Span) {
         self.b.push(OpKind::SyncDevice, span);
-    }
-}
-
-/// The receiver of a statement `g.<method>()`.
-fn graph_method_receiver<'s>(stmt: &'s Stmt, method: &str) -> Option<&'s Expr> {
-    let Stmt::Expr(Expr::Call { func, .. }) = stmt else {
-        return None;
-    };
-    match func.as_ref() {
-        Expr::Attribute { value, attr, .. } if attr == method => Some(value),
-        _ => None,
     }
 }

@@ -222,11 +222,18 @@ impl<'a> Lowerer<'a> {
         if !dotted.starts_with("self.") {
             return None;
         }
-        let name = format!("{dotted}[…]");
-        if let Some(&buffer) = self.attribute_buffers.get(&name) {
-            return Some(Value::Param(buffer));
+        Some(Value::Param(
+            self.held_by_object(&format!("{dotted}[…]"), span),
+        ))
+    }
+
+    /// The buffer of a value the object holds under `name` (`self.pending[…]`, or an attribute
+    /// the class summary knows nothing of), with no work pending on it at entry.
+    pub(super) fn held_by_object(&mut self, name: &str, span: Span) -> BufferId {
+        if let Some(&buffer) = self.attribute_buffers.get(name) {
+            return buffer;
         }
-        let buffer = self.attribute_buffer(&name, Memory::Device);
+        let buffer = self.attribute_buffer(name, Memory::Device);
         self.unplaced.insert(buffer);
         let ambient = self.b.ambient();
         self.entry_ops.push((
@@ -237,7 +244,7 @@ impl<'a> Lowerer<'a> {
             },
             span,
         ));
-        Some(Value::Param(buffer))
+        buffer
     }
 
     /// A method of one of the object's containers that hands back an item: a lookup
