@@ -60,17 +60,9 @@ pub fn captured_graph<'e>(
     context: &'e Expr,
     classify: &dyn Fn(&Expr) -> Option<ApiCall>,
 ) -> Option<&'e Expr> {
-    let Expr::Call {
-        func,
-        args,
-        keywords,
-        ..
-    } = context
-    else {
-        return None;
-    };
+    let (func, args, keywords) = context.call_parts()?;
     // Every `with` item comes here: resolve the name only when it could be a capture.
-    let named_capture = match func.as_ref() {
+    let named_capture = match func {
         Expr::Attribute { attr, .. } => attr == "graph" || attr == "capture_to_graph",
         Expr::Name { id, .. } => id == "graph",
         _ => false,

@@ -316,6 +316,19 @@ impl Expr {
         }
     }
 
+    /// A call's callee, positional arguments and keywords.
+    pub fn call_parts(&self) -> Option<(&Expr, &[Expr], &[Keyword])> {
+        match self {
+            Expr::Call {
+                func,
+                args,
+                keywords,
+                ..
+            } => Some((func, args, keywords)),
+            _ => None,
+        }
+    }
+
     pub fn keyword<'k>(keywords: &'k [Keyword], name: &str) -> Option<&'k Expr> {
         keywords
             .iter()

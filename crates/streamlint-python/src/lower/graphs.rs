@@ -57,16 +57,8 @@ impl<'a> Lowerer<'a> {
     /// `with capture_context(g, ..):` for a project function that returns a capture context of
     /// one of its parameters: the caller's argument for that parameter.
     fn wrapped_capture<'e>(&self, context: &'e Expr) -> Option<&'e Expr> {
-        let Expr::Call {
-            func,
-            args,
-            keywords,
-            ..
-        } = context
-        else {
-            return None;
-        };
-        if !matches!(func.as_ref(), Expr::Name { .. } | Expr::Attribute { .. }) {
+        let (func, args, keywords) = context.call_parts()?;
+        if !matches!(func, Expr::Name { .. } | Expr::Attribute { .. }) {
             return None;
         }
         let callee = self.project_callee(func)?;
