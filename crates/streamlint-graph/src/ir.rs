@@ -447,6 +447,11 @@ pub struct NameBinding {
 }
 
 impl Body {
+    /// The ops made from `start` on, in the order made (a CUDA graph's capture, say).
+    pub fn ops_from(&self, start: OpId) -> &[Op] {
+        &self.ops[start.index()..]
+    }
+
     /// The name code inserted before `at` can use for `buffer`: the name bound to it last
     /// before `at` and not rebound since (after `batch = self.next; self.preload()`, `batch`,
     /// not the attribute that now holds the next batch). `None` when no name holds it there.
@@ -788,20 +793,6 @@ impl BodyBuilder {
         let entry = &mut self.body.blocks[self.body.entry.index()].ops;
         ids.append(entry);
         *entry = ids;
-    }
-    /// Undo the lowering since `cp` and give back the ops it made, in the order made (a CUDA
-    /// graph's capture, whose work runs only when the graph is replayed).
-    pub fn take_since(&mut self, cp: Checkpoint) -> Vec<Op> {
-        let taken = self.body.ops.split_off(cp.ops);
-        // Stream blocks keep only the ops that stay; ids past them will be other ops.
-        let kept = OpId(cp.ops as u32);
-        let blocks = &mut self.body.rewrites.stream_blocks;
-        blocks.retain(|b| b.ops.0 < kept);
-        for b in blocks.iter_mut() {
-            b.ops.1 = b.ops.1.min(kept);
-        }
-        self.rollback(cp);
-        taken
     }
     /// Remember the control-flow graph as it is, to undo a trial lowering (entities stay).
     pub fn checkpoint(&self) -> Checkpoint {

@@ -693,29 +693,3 @@ fn the_name_of_a_tensor_is_the_one_holding_it_there() {
     assert_eq!(body.name_at(first, gone), None);
     assert_eq!(body.name_at(unbound, gone), Some("scratch"));
 }
-
-/// Ops taken out of a body (a CUDA graph's capture) leave no stream block that claims the ids
-/// later ops get.
-#[test]
-fn taking_ops_out_shortens_the_stream_blocks_over_them() {
-    let (mut b, main, side) = builder();
-    let x = tensor(&mut b, "x");
-    produce(&mut b, x, main);
-    let cp = b.checkpoint();
-    let first = read(&mut b, x, side);
-    read(&mut b, x, side);
-    let end = b.next_op();
-    let header = Span::default();
-    b.rewrites_mut().stream_blocks.push(StreamBlock {
-        header,
-        stream: side,
-        outer: main,
-        ops: (first, end),
-    });
-    let taken = b.take_since(cp);
-    assert_eq!(taken.len(), 2);
-    let later = read(&mut b, x, main);
-    let body = b.finish();
-    assert_eq!(later, first, "the id is given again");
-    assert_eq!(body.current_at(later), Some(main));
-}

@@ -2,8 +2,8 @@
 //! that stream's work may still be pending.
 
 use streamlint_graph::{
-    Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, ReleaseCause, Span, State,
-    StreamId,
+    Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Owner, Production, ReleaseCause, Span,
+    State, StreamId,
 };
 
 use crate::{
@@ -220,11 +220,18 @@ impl MissingRecordStream {
             fix,
             code: "SL001",
             severity: Severity::Error,
-            message: format!(
-                "{how} while {} may still be using it: its memory returns to {}'s pool and can be reused before that work finishes",
-                cx.stream_name(user),
-                cx.stream_name(alloc)
-            ),
+            message: if cx.body.buffer(buffer).owner == Owner::Graph {
+                format!(
+                    "{how}, during a CUDA graph's capture, while {} may still be using it: its memory returns to the graph's pool, where a later allocation of the capture can take it, and every replay then overwrites it before that work finishes",
+                    cx.stream_name(user),
+                )
+            } else {
+                format!(
+                    "{how} while {} may still be using it: its memory returns to {}'s pool and can be reused before that work finishes",
+                    cx.stream_name(user),
+                    cx.stream_name(alloc)
+                )
+            },
             span: primary,
             labels,
             help: Some(match cx.record_stream_fix(buffer, user, last_use) {

@@ -4,9 +4,15 @@
 //! writing the same (static) tensors. Tensors made during the capture come from the graph's
 //! private pool and live as long as the graph, in no stream's pool.
 //!
-//! So the capture's ops are taken out of the body where they were written and kept per graph,
-//! in order: the tensors they read and write and the events they record and wait on; a replay
-//! puts them back on its current stream.
+//! Inside the graph, work keeps the order the capture gave it: work forked to a second stream
+//! during the capture is a branch of the graph, joined where the capture joined it, and memory
+//! freed during the capture goes back to the graph's pool, where a later allocation of the same
+//! capture can take it while a branch still uses it (measured on an H200: every replay then
+//! corrupts; a `record_stream` during the capture holds the block back, as in eager code). So
+//! the capture is lowered where it is written, as the graph's own order, and ends with nothing
+//! pending for the code after it, which none of the captured work ran before. Its ops that
+//! touch tensors and events the graph outlives are kept per graph, in order, and a replay puts
+//! them back on its current stream.
 //! `torch.cuda.graph(..)` also synchronizes the device on entry (it waits for all streams before
 //! capturing). A graph captured in this body is known by the text naming it (`g`,
 //! `self.graphs[bs]`); one the object keeps, captured in another method, by the class summary's
@@ -17,7 +23,7 @@
 
 use super::*;
 use crate::captures::{self, graph_method_receiver};
-use streamlint_graph::{Checkpoint, Op};
+use streamlint_graph::Op;
 
 /// What a replay of a graph does, in order: the captured ops that touch tensors and events,
 /// each to run on the replaying stream.
@@ -80,9 +86,9 @@ impl<'a> Lowerer<'a> {
 
     /// Lower `body` as the capture of the graph `name`: its work is recorded, not run here.
     pub(super) fn capture(&mut self, name: String, body: &[Stmt], span: Span) {
-        let cp = self.b.checkpoint();
+        let start = self.b.next_op();
         self.stmts(body);
-        self.keep_capture(name, cp, span);
+        self.keep_capture(name, start, span);
     }
 
     /// `g.capture_begin()` whose `capture_end()` is in another block (the capture forks work
@@ -90,8 +96,8 @@ impl<'a> Lowerer<'a> {
     /// from here to that call, if the code between stays in one straight line.
     pub(super) fn begin_capture(&mut self, graph: &Expr) {
         let name = self.graph_name(graph);
-        let start = self.b.current();
-        self.open_capture = Some((name, self.b.checkpoint(), start));
+        let block = self.b.current();
+        self.open_capture = Some((name, self.b.next_op(), block));
     }
 
     /// `g.capture_end()` of the capture [`Self::begin_capture`] opened.
@@ -99,35 +105,42 @@ impl<'a> Lowerer<'a> {
         let name = self.graph_name(graph);
         let open = self.open_capture.take();
         match open {
-            Some((begun, cp, start)) if begun == name && start == self.b.current() => {
-                self.keep_capture(name, cp, span);
+            Some((begun, start, block)) if begun == name && block == self.b.current() => {
+                self.keep_capture(name, start, span);
             }
             // A branch or a loop in between: left as it ran.
             other => self.open_capture = other.filter(|(begun, ..)| *begun != name),
         }
     }
 
-    /// Take the work lowered since `cp` out of the body and keep it as the graph's.
-    fn keep_capture(&mut self, name: String, cp: Checkpoint, span: Span) {
-        let recorded = self.b.take_since(cp);
+    /// Keep the work lowered from `start` on as the graph's, and end the capture: tensors made
+    /// in it are the graph's (memory of its pool, not freed with the function), and nothing it
+    /// queued runs before the code after it.
+    fn keep_capture(&mut self, name: String, start: OpId, span: Span) {
+        let recorded = self.b.body().ops_from(start);
+        let freed: Vec<BufferId> = recorded
+            .iter()
+            .filter_map(|op| match op.kind {
+                OpKind::Release { buffer, .. } => Some(buffer),
+                _ => None,
+            })
+            .collect();
+        let mut made = Vec::new();
         let mut work: Captured = Vec::new();
         for Op { kind, .. } in recorded {
             if let OpKind::Produce { buffer, .. } = kind {
-                // Memory of the graph's pool: there from the capture on, written by replays.
-                self.b.buffer_mut(buffer).owner = Owner::Graph;
-                self.b.push(
-                    OpKind::Produce {
-                        buffer,
-                        stream: self.current,
-                        how: Production::GraphPool,
-                    },
-                    span,
-                );
+                made.push(*buffer);
             }
-            if replayed(&kind, self.current).is_some() {
-                work.push(kind);
+            // Memory freed in the capture is internal to the graph: nothing outside sees it.
+            let internal = kind.buffer().is_some_and(|b| freed.contains(&b));
+            if !internal && replayed(kind, self.current).is_some() {
+                work.push(kind.clone());
             }
         }
+        for buffer in made {
+            self.b.buffer_mut(buffer).owner = Owner::Graph;
+        }
+        self.b.push(OpKind::SyncDevice, span);
         self.captures.insert(name, work);
     }
 

@@ -30,9 +30,9 @@ use std::rc::Rc;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use streamlint_graph::{
-    is_dotted_name, BlockId, Body, BodyBuilder, Buffer, BufferId, CarriedAccesses, Checkpoint,
-    EscapeKind, Event, EventId, Memory, OpId, OpKind, Owner, Production, ReleaseCause, Span,
-    Spelling, Stream, StreamBlock, StreamId, StreamOrigin,
+    is_dotted_name, BlockId, Body, BodyBuilder, Buffer, BufferId, CarriedAccesses, EscapeKind,
+    Event, EventId, Memory, OpId, OpKind, Owner, Production, ReleaseCause, Span, Spelling, Stream,
+    StreamBlock, StreamId, StreamOrigin,
 };
 
 use crate::api::{
@@ -166,7 +166,7 @@ pub struct Lowerer<'a> {
     /// CUDA graphs captured in this body, by name: what a replay reads and writes.
     captures: FxHashMap<String, graphs::Captured>,
     /// A capture begun in one block, to end in another: the graph, where it began.
-    open_capture: Option<(String, Checkpoint, BlockId)>,
+    open_capture: Option<(String, OpId, BlockId)>,
     /// How many enclosing `try` statements restore the stream in their `finally`.
     restoring_try: usize,
     /// Lowering the module's top level (code that runs at import).
