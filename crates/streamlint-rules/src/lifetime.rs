@@ -272,9 +272,11 @@ impl MissingRecordStream {
         // A value also kept by the object (or a container) is still the caller's to use on
         // its stream, and whoever frees it later does not wait for that use. Host memory,
         // pinned included, is in no stream's pool: the host allocator reuses a pinned block
-        // only once the copies that used it are done.
+        // only once the copies that used it are done; nor is a CUDA graph's memory, which
+        // lives as long as the graph.
         if b.alloc_stream == ambient
             || cx.body.buffer(buffer).memory != Memory::Device
+            || cx.body.buffer(buffer).owner == Owner::Graph
             || cx.body.spelling.record_stream.is_none()
             || b.how == Production::Call
             || b.recorded.contains(&ambient)

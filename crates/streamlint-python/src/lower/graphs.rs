@@ -125,12 +125,23 @@ impl<'a> Lowerer<'a> {
                 _ => None,
             })
             .collect();
-        let mut made = Vec::new();
+        let mut made: Vec<BufferId> = recorded
+            .iter()
+            .filter_map(|op| match op.kind {
+                OpKind::Produce { buffer, .. } => Some(buffer),
+                _ => None,
+            })
+            .collect();
+        // A loop's values of the iteration before, made in the capture too.
+        for op in recorded {
+            if let OpKind::Carry { from, into, .. } = op.kind {
+                if made.contains(&from) && !made.contains(&into) {
+                    made.push(into);
+                }
+            }
+        }
         let mut work: Captured = Vec::new();
         for Op { kind, .. } in recorded {
-            if let OpKind::Produce { buffer, .. } = kind {
-                made.push(*buffer);
-            }
             // Memory freed in the capture is internal to the graph: nothing outside sees it.
             let internal = kind.buffer().is_some_and(|b| freed.contains(&b));
             if !internal && replayed(kind, self.current).is_some() {
