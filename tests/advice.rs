@@ -186,7 +186,7 @@ fn help_names_only_values_live_where_it_applies() {
         };
         let Some(bodies) = bodies else { continue };
         for body in &bodies {
-            for finding in streamlint_rules::check_body(body, &|_| true) {
+            for finding in streamlint_rules::check_body(body, &|_| true).findings {
                 let Some(help) = &finding.help else { continue };
                 let at = finding_ops(body, &finding);
                 let touched: Vec<BufferId> = at

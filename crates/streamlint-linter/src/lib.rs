@@ -3,6 +3,7 @@
 //! unreadable or unparsable files into findings of their own.
 
 mod config;
+mod disciplines;
 mod discover;
 mod fix;
 mod run;
@@ -16,7 +17,9 @@ use std::time::Duration;
 use rayon::prelude::*;
 use streamlint_graph::{Body, Deadline, Span};
 use streamlint_python::{ApiModel, Prefilter};
-use streamlint_rules::{Finding, Severity, PARSE_ERROR, UNUSED_SUPPRESSION};
+use streamlint_rules::{Finding, Judgement, Severity, PARSE_ERROR, UNUSED_SUPPRESSION};
+
+use disciplines::Decided;
 
 pub use config::{Config, ConfigError, Options};
 pub use discover::{discover, Discovery};
@@ -208,6 +211,9 @@ pub struct FileReport {
     /// keeps only the text it will show).
     pub source: String,
     pub findings: Vec<Finding>,
+    /// Findings the run proved safe under a stream discipline, each saying why (shown on
+    /// request, as information).
+    pub proven: Vec<Finding>,
 }
 
 /// How long one file's analysis may take by default: real files take milliseconds; a generated
@@ -277,20 +283,21 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
             streamlint_rust::lower_source(source, deadline).map_err(|e| (e.offset, e.message))
         }
     };
-    judge(source, language, lowered, settings)
+    judge(source, language, lowered, settings).findings
 }
 
-/// The findings of one file from its lowered bodies (or the error that stopped its parse).
+/// The findings of one file from its lowered bodies (or the error that stopped its parse), with
+/// those proven safe by a stream discipline apart (see `disciplines`).
 fn judge(
     source: &str,
     language: Language,
     lowered: Result<Vec<Body>, (u32, String)>,
     settings: &Settings,
-) -> Vec<Finding> {
+) -> Decided {
     let bodies = match lowered {
         Ok(bodies) => bodies,
         Err((offset, message)) => {
-            return settings
+            let findings = settings
                 .selection
                 .enabled(PARSE_ERROR.code)
                 .then(|| {
@@ -301,6 +308,10 @@ fn judge(
                 })
                 .into_iter()
                 .collect();
+            return Decided {
+                findings,
+                proven: Vec::new(),
+            };
         }
     };
     let enabled = |code: &str| settings.selection.enabled(code);
@@ -310,25 +321,55 @@ fn judge(
     let (cut_short, complete): (Vec<&Body>, Vec<&Body>) = bodies.iter().partition(|b| b.cut_short);
     let judge = |b: &&Body| streamlint_rules::check_body(b, &enabled);
     // Bodies are judged independently: in parallel within the caller's thread pool.
-    let mut findings: Vec<Finding> = if rayon::current_thread_index().is_some() {
-        complete.par_iter().flat_map_iter(judge).collect()
+    let judgements: Vec<Judgement> = if rayon::current_thread_index().is_some() {
+        complete.par_iter().map(judge).collect()
     } else {
-        complete.iter().flat_map(judge).collect()
+        complete.iter().map(judge).collect()
     };
+    let mut findings = Vec::new();
+    let mut relies_on = Vec::new();
+    let mut regions = Vec::new();
+    for j in judgements {
+        findings.extend(j.findings);
+        relies_on.extend(j.relies_on);
+        regions.extend(j.regions);
+    }
     keep_fixes_that_parse(&mut findings, source, language);
     if !cut_short.is_empty() && enabled(PARSE_ERROR.code) {
         findings.push(out_of_time(&cut_short, settings.file_time_limit));
     }
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
-    let mut findings = suppress::apply(
+    let (relying, findings): (Vec<Finding>, Vec<Finding>) = findings
+        .into_iter()
+        .partition(|f| f.code == "SL001" && relies_on.iter().any(|(span, _)| *span == f.span));
+    let relying = relying
+        .into_iter()
+        .filter_map(|f| {
+            let key = relies_on
+                .iter()
+                .find(|(span, _)| *span == f.span)?
+                .1
+                .clone();
+            Some((f, key))
+        })
+        .collect();
+    let decided = disciplines::decide(findings, relying, &regions);
+    // Suppression comments apply to every finding, those proven safe included (their comment is
+    // then in use), and to the blocks that break a discipline.
+    let proven: Vec<(Span, &str)> = decided.proven.iter().map(|f| (f.span, f.code)).collect();
+    let mut all = decided.findings;
+    all.extend(decided.proven);
+    let (proven, mut findings): (Vec<Finding>, Vec<Finding>) = suppress::apply(
         source,
         language.comment(),
-        findings,
+        all,
         enabled(UNUSED_SUPPRESSION.code),
-    );
+    )
+    .into_iter()
+    .partition(|f| f.severity == Severity::Info && proven.contains(&(f.span, f.code)));
     findings.sort_by_key(|f| (f.span, f.code));
-    findings
+    Decided { findings, proven }
 }
 
 /// The finding for a file whose analysis ran out of time, at the first function not finished.

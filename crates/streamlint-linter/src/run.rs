@@ -12,6 +12,7 @@ use streamlint_graph::{Body, Deadline};
 use streamlint_python::{module_name, ModuleIndex, Project};
 use streamlint_rules::Finding;
 
+use crate::disciplines::Decided;
 use crate::{error_finding, judge, worth_parsing, FileReport, Language, Settings, MAX_FILE_BYTES};
 
 /// A file after reading.
@@ -47,15 +48,27 @@ const INTERNAL_ERROR: &str =
     "internal error while analysing this file; please report it with the file";
 
 fn report(path: &Path, source: String, findings: Vec<Finding>) -> FileReport {
+    decided_report(
+        path,
+        source,
+        Decided {
+            findings,
+            proven: Vec::new(),
+        },
+    )
+}
+
+fn decided_report(path: &Path, source: String, decided: Decided) -> FileReport {
     FileReport {
         path: path.to_path_buf(),
         // Only the text of files with findings is kept: it is what will be shown.
-        source: if findings.is_empty() {
+        source: if decided.findings.is_empty() && decided.proven.is_empty() {
             String::new()
         } else {
             source
         },
-        findings,
+        findings: decided.findings,
+        proven: decided.proven,
     }
 }
 
@@ -94,7 +107,7 @@ pub(crate) fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
         // A file named on the command line with no stream code: only whether it parses.
         Ok(source) if no_stream_code => {
             let findings = match language.syntax_error(&source) {
-                Some(error) => judge(&source, language, Err(error), settings),
+                Some(error) => judge(&source, language, Err(error), settings).findings,
                 None => Vec::new(),
             };
             Loaded::Done(report(path, source, findings))
@@ -129,9 +142,11 @@ fn read_within_limit(path: &Path) -> std::io::Result<Result<Vec<u8>, u64>> {
 }
 
 /// Run `f`, turning a panic (always a bug) into the internal-error finding.
-fn guarded(settings: &Settings, f: impl FnOnce() -> Vec<Finding>) -> Vec<Finding> {
-    catch_unwind(AssertUnwindSafe(f))
-        .unwrap_or_else(|_| error_finding(settings, INTERNAL_ERROR.into()))
+fn guarded(settings: &Settings, f: impl FnOnce() -> Decided) -> Decided {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Decided {
+        findings: error_finding(settings, INTERNAL_ERROR.into()),
+        proven: Vec::new(),
+    })
 }
 
 /// Check `files` as one run (see the module's documentation).
@@ -198,12 +213,14 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
             Loaded::Done(r) => return r,
             Loaded::Package(path) => return report(&path, String::new(), Vec::new()),
         };
-        let mut findings = guarded(settings, || {
+        let mut decided = guarded(settings, || {
             judge(&t.source, t.language, lower(&t, *module), settings)
         });
         let ignored = settings.ignored_here(&t.path);
-        findings.retain(|f| !ignored.iter().any(|p| crate::select::matches(p, f.code)));
-        report(&t.path, t.source, findings)
+        let kept = |f: &Finding| !ignored.iter().any(|p| crate::select::matches(p, f.code));
+        decided.findings.retain(kept);
+        decided.proven.retain(kept);
+        decided_report(&t.path, t.source, decided)
     }));
     reports
 }

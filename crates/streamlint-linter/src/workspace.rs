@@ -266,7 +266,7 @@ impl Workspace {
         };
         let deadline = Deadline::after(settings.file_time_limit);
         let lowered = lower_in_project(&project, at, source, deadline);
-        judge(source, Language::Python, lowered, settings)
+        judge(source, Language::Python, lowered, settings).findings
     }
 
     /// The project of the other files and of `here` (module 0) for the file at `path`, made

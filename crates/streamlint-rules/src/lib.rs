@@ -2,6 +2,7 @@
 //! Rules never see syntax; names and fix spellings come from the graph's entities.
 
 mod catalog;
+mod discipline;
 mod events;
 mod fix;
 mod guard;
@@ -23,6 +24,7 @@ use streamlint_graph::{
 };
 
 pub use catalog::{rule, RuleInfo, META, PARSE_ERROR, RULES, UNUSED_SUPPRESSION};
+pub use discipline::Region;
 pub use fix::{apply_edits, Applicability, Edit, Fix, TextEdit};
 pub use line_index::{LineIndex, Position};
 
@@ -91,6 +93,9 @@ pub struct Context<'b> {
     findings: Vec<Finding>,
     /// (code, subject) pairs already reported: one finding per root cause.
     reported: FxHashSet<(&'static str, Subject)>,
+    /// SL001 findings, by span, about memory of a long-lived stream that only the current
+    /// stream reads: safe if that stream keeps the fork/join discipline (see `discipline`).
+    relies_on: Vec<(Span, String)>,
 }
 
 impl<'b> Context<'b> {
@@ -158,6 +163,14 @@ impl<'b> Context<'b> {
 
     fn report(&mut self, finding: Finding) {
         self.findings.push(finding);
+    }
+
+    /// The SL001 finding at `span`, about memory of `alloc` read only by the current stream
+    /// after it, is safe if `alloc` keeps the fork/join discipline.
+    fn relies_on_discipline(&mut self, span: Span, alloc: StreamId) {
+        if let Some(key) = discipline::stream_key(self.body, alloc) {
+            self.relies_on.push((span, key));
+        }
     }
 
     fn span(&self, op: OpId) -> Span {
@@ -415,8 +428,19 @@ fn name_inlined_callees(body: &Body, finding: &mut Finding) {
     }
 }
 
+/// What judging one body found.
+#[derive(Debug, Default)]
+pub struct Judgement {
+    pub findings: Vec<Finding>,
+    /// Findings (SL001, by span) that are safe if the named stream keeps the fork/join
+    /// discipline, which only the whole run can tell.
+    pub relies_on: Vec<(Span, String)>,
+    /// The body's blocks of work on long-lived streams, for the run to tell that.
+    pub regions: Vec<Region>,
+}
+
 /// Run every enabled rule over one body.
-pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
+pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Judgement {
     let all: [&dyn Rule; 10] = [
         &lifetime::MissingRecordStream,
         &record::RecordStreamWrongStream,
@@ -434,7 +458,7 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
         .filter(|r| enabled(r.code()) && r.applies_to(body))
         .collect();
     if rules.is_empty() {
-        return Vec::new();
+        return Judgement::default();
     }
     let analysis = Analysis::run(body);
     let mut cx = Context {
@@ -442,6 +466,7 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
         analysis: &analysis,
         findings: Vec::new(),
         reported: FxHashSet::default(),
+        relies_on: Vec::new(),
     };
     analysis.walk(|id, op, state| {
         for rule in &rules {
@@ -461,5 +486,23 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Vec<Finding> {
     }
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
-    findings
+    let relies_on = cx
+        .relies_on
+        .into_iter()
+        .filter(|(span, _)| {
+            findings
+                .iter()
+                .any(|f| f.span == *span && f.code == "SL001")
+        })
+        .collect();
+    let regions = if enabled("SL001") {
+        discipline::regions(body)
+    } else {
+        Vec::new()
+    };
+    Judgement {
+        findings,
+        relies_on,
+        regions,
+    }
 }

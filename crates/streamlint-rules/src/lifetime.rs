@@ -250,6 +250,9 @@ impl MissingRecordStream {
                 ),
             }),
         };
+        if uncovered.iter().all(|&(s, _)| s == cx.body.ambient) {
+            cx.relies_on_discipline(primary, alloc);
+        }
         cx.report_once(buffer, finding);
     }
 
@@ -307,6 +310,9 @@ impl MissingRecordStream {
             labels: vec![Label { span: cx.span(b.produced_at), message: format!("allocated on {}", cx.stream_name(alloc)) }],
             help: cx.record_stream_fix(buffer, ambient, at).map(|fix| format!("call `{fix}` before handing it over")),
         };
+        if kind.consumed_on_ambient() {
+            cx.relies_on_discipline(span, alloc);
+        }
         cx.report_once(buffer, finding);
     }
 }

@@ -18,6 +18,8 @@ struct Checked {
     path: String,
     source: String,
     findings: Vec<Finding>,
+    /// Findings proven safe by a stream discipline: shown with `--show-proven` only.
+    proven: Vec<Finding>,
 }
 
 /// What fixing did over the run.
@@ -142,6 +144,7 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
                 path,
                 source: report.source,
                 findings: report.findings,
+                proven: report.proven,
             });
             continue;
         }
@@ -153,6 +156,7 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
                 path,
                 source: report.source,
                 findings: report.findings,
+                proven: report.proven,
             });
         } else if let Err(e) = std::fs::write(&report.path, &fixed.source) {
             writeln!(stderr, "error: {path}: cannot write the fixed file: {e}")?;
@@ -161,12 +165,14 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
                 path,
                 source: report.source,
                 findings: report.findings,
+                proven: report.proven,
             });
         } else {
             checked.push(Checked {
                 path,
                 source: fixed.source,
                 findings: fixed.remaining,
+                proven: report.proven,
             });
         }
     }
@@ -259,6 +265,7 @@ fn check_stdin(
             path,
             source: fixed.source,
             findings: fixed.remaining,
+            proven: Vec::new(),
         }];
         report(args, &remaining, (1, 0), &tally, stderr)?;
         let any = !remaining[0].findings.is_empty();
@@ -268,6 +275,7 @@ fn check_stdin(
         path,
         source,
         findings,
+        proven: Vec::new(),
     }];
     report(args, &checked, (1, 0), &tally, out)?;
     Ok(i32::from(
@@ -285,13 +293,26 @@ fn report(
     out: &mut dyn Write,
 ) -> io::Result<()> {
     let format = Format::parse(&args.output_format).unwrap_or(Format::Full);
+    // With `--show-proven`, the findings proven safe are listed among the others.
+    let shown: Vec<Vec<Finding>> = checked
+        .iter()
+        .map(|c| {
+            let mut all = c.findings.clone();
+            if args.show_proven {
+                all.extend(c.proven.iter().cloned());
+                all.sort_by_key(|f| (f.span, f.code));
+            }
+            all
+        })
+        .collect();
     let files: Vec<FileFindings<'_>> = checked
         .iter()
-        .filter(|c| !c.findings.is_empty())
-        .map(|c| FileFindings {
+        .zip(&shown)
+        .filter(|(_, findings)| !findings.is_empty())
+        .map(|(c, findings)| FileFindings {
             path: &c.path,
             source: &c.source,
-            findings: &c.findings,
+            findings,
         })
         .collect();
     if args.statistics {
@@ -312,7 +333,8 @@ fn report(
         out,
     )?;
     if format == Format::Full {
-        let findings: Vec<&Finding> = files.iter().flat_map(|f| f.findings.iter()).collect();
+        // Findings proven safe are not problems, even where they are listed.
+        let findings: Vec<&Finding> = checked.iter().flat_map(|c| c.findings.iter()).collect();
         let summary = streamlint_render::summary_line(findings.len(), files_checked, missing);
         if tally.applied > 0 {
             let s = if tally.applied == 1 { "" } else { "es" };
@@ -322,6 +344,18 @@ fn report(
         }
         if let Some(hint) = fix_hint(&findings, args.unsafe_fixes) {
             writeln!(out, "{hint}")?;
+        }
+        let proven: usize = checked.iter().map(|c| c.proven.len()).sum();
+        if proven > 0 && !args.show_proven {
+            let (s, are) = if proven == 1 {
+                ("", "is")
+            } else {
+                ("s", "are")
+            };
+            writeln!(
+                out,
+                "{proven} more finding{s} {are} proven safe by a stream discipline (`--show-proven` lists them, with why)."
+            )?;
         }
     }
     Ok(())
