@@ -407,3 +407,30 @@ fn streamlint_rules_count() -> usize {
         .unwrap()
         .count()
 }
+
+#[test]
+fn findings_proven_by_a_stream_discipline_are_counted_and_listed_on_request() {
+    let good = fixture("SL001/good_fork_join_discipline_kept_by_every_block.py");
+    let (code, out, _) = run(&["check", &good]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("2 more findings are proven safe by a stream discipline"),
+        "{out}"
+    );
+    let (code, out, _) = run(&["check", "--show-proven", &good]);
+    assert_eq!(code, 0, "proven findings are not problems: {out}");
+    assert_eq!(out.matches("note[SL001]").count(), 2, "{out}");
+    assert!(
+        out.contains("proven safe: every block of work on `self.alt_stream` in this module (2 blocks) starts with a wait on the current stream"),
+        "{out}"
+    );
+    // One block that does not wait, and the finding is reported with that block marked.
+    let bad = fixture("SL001/bad_fork_join_discipline_broken_by_one_block.py");
+    let (code, out, _) = run(&["check", &bad]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("this block on `self.alt_stream` does not start with that wait"),
+        "{out}"
+    );
+    assert!(!out.contains("proven safe"), "{out}");
+}
