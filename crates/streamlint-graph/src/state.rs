@@ -115,6 +115,8 @@ pub struct State {
     guards: BTreeMap<BufferId, (StreamId, OpId, Option<OpId>)>,
     /// Streams whose last handle went away, and where.
     ended: BTreeMap<StreamId, OpId>,
+    /// (waiter, waitee): the waiter waited for the waitee, which has queued no work since.
+    caught_up: BTreeSet<(StreamId, StreamId)>,
 }
 
 static EMPTY: AccessSet = AccessSet::new();
@@ -230,6 +232,9 @@ impl State {
     /// Record a device access: a new instance of `access` on `stream`. Other streams' knowledge
     /// of an earlier instance of the same op (a previous loop iteration) no longer applies.
     fn access(&mut self, access: OpId, stream: StreamId) {
+        if !self.caught_up.is_empty() {
+            self.caught_up.retain(|&(_, waitee)| waitee != stream);
+        }
         for (s, set) in self.visible.iter_mut() {
             if *s != stream {
                 set.remove(access);
@@ -242,6 +247,24 @@ impl State {
         self.handed_off.remove(access);
         self.visible.entry(stream).or_default().insert(access);
         self.performed.insert(access);
+    }
+
+    /// Memory taken from `stream`'s pool. Taking it queues no work: what makes using it on
+    /// another stream a race is work on `stream` that touched the block before (its previous
+    /// owner's). A stream that waited for `stream` with nothing queued on `stream` since is
+    /// ordered after that work too: a wait placed before the allocation covers it.
+    fn allocate(&mut self, allocation: OpId, stream: StreamId) {
+        let waiters: Vec<StreamId> = self
+            .caught_up
+            .iter()
+            .filter(|&&(_, waitee)| waitee == stream)
+            .map(|&(waiter, _)| waiter)
+            .collect();
+        self.access(allocation, stream);
+        for waiter in waiters {
+            self.visible.entry(waiter).or_default().insert(allocation);
+            self.caught_up.insert((waiter, stream));
+        }
     }
 
     /// Move the current instance of `from` to `into`, its writes (then, at the next op, its
@@ -308,6 +331,9 @@ impl State {
             } => {
                 let one = if matches!(how, Production::Host | Production::GraphPool) {
                     BTreeSet::new()
+                } else if how == Production::Allocate {
+                    self.allocate(id, stream);
+                    BTreeSet::from([(stream, id)])
                 } else {
                     self.access(id, stream);
                     BTreeSet::from([(stream, id)])
@@ -381,6 +407,7 @@ impl State {
                 } else {
                     let known = self.visible(waitee).clone();
                     self.visible.entry(waiter).or_default().union_with(&known);
+                    self.caught_up.insert((waiter, waitee));
                 }
             }
             OpKind::RecordEvent { event, stream } => {
@@ -489,6 +516,7 @@ impl State {
         }
         meet(&mut self.host, &other.host);
         meet(&mut self.handed_off, &other.handed_off);
+        self.caught_up.retain(|pair| other.caught_up.contains(pair));
         for (id, theirs) in &other.events {
             match self.events.get_mut(id) {
                 Some(ours) => {
