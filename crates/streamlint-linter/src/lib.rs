@@ -271,19 +271,31 @@ fn worth_parsing(language: Language, source: &[u8], settings: &Settings) -> bool
 
 /// Check one file's text on its own: calls into other files keep the model of unknown code.
 pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Finding> {
+    check_text(path, source, settings).findings
+}
+
+/// [`check_source`], with the findings proven safe by a stream discipline too.
+pub fn check_text(path: &Path, source: &str, settings: &Settings) -> FileReport {
     let language = Language::of(path).unwrap_or(Language::Python);
-    if !worth_parsing(language, source.as_bytes(), settings) {
-        return Vec::new();
-    }
-    let deadline = Deadline::after(settings.file_time_limit);
-    let lowered = match language {
-        Language::Python => streamlint_python::lower_source(source, &settings.api, deadline)
-            .map_err(|e| (e.offset, e.message)),
-        Language::Rust => {
-            streamlint_rust::lower_source(source, deadline).map_err(|e| (e.offset, e.message))
-        }
+    let decided = if worth_parsing(language, source.as_bytes(), settings) {
+        let deadline = Deadline::after(settings.file_time_limit);
+        let lowered = match language {
+            Language::Python => streamlint_python::lower_source(source, &settings.api, deadline)
+                .map_err(|e| (e.offset, e.message)),
+            Language::Rust => {
+                streamlint_rust::lower_source(source, deadline).map_err(|e| (e.offset, e.message))
+            }
+        };
+        judge(source, language, lowered, settings)
+    } else {
+        Decided::default()
     };
-    judge(source, language, lowered, settings).findings
+    FileReport {
+        path: path.to_path_buf(),
+        source: source.to_string(),
+        findings: decided.findings,
+        proven: decided.proven,
+    }
 }
 
 /// The findings of one file from its lowered bodies (or the error that stopped its parse), with

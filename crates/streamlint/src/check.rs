@@ -5,7 +5,7 @@ use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 
 use streamlint_linter::{
-    applicable, check_files, check_source, discover, fix_source, Config, ConfigError, Selection,
+    applicable, check_files, check_text, discover, fix_source, Config, ConfigError, Selection,
     Settings,
 };
 use streamlint_render::{render, statistics, FileFindings, Format, RenderOptions};
@@ -244,7 +244,8 @@ fn check_stdin(
         }
         return Ok(0);
     }
-    let findings = check_source(&name, &source, &settings);
+    let checked_text = check_text(&name, &source, &settings);
+    let (findings, proven) = (checked_text.findings, checked_text.proven);
     let mut tally = FixTally::default();
     if args.fix || args.diff {
         let fixed = fix_source(&name, &source, &settings, args.unsafe_fixes);
@@ -275,7 +276,7 @@ fn check_stdin(
         path,
         source,
         findings,
-        proven: Vec::new(),
+        proven,
     }];
     report(args, &checked, (1, 0), &tally, out)?;
     Ok(i32::from(
