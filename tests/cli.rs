@@ -414,14 +414,14 @@ fn findings_proven_by_a_stream_discipline_are_counted_and_listed_on_request() {
     let (code, out, _) = run(&["check", &good]);
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains("2 more findings are proven safe by a stream discipline"),
+        out.contains("3 more findings are proven safe by a stream discipline"),
         "{out}"
     );
     let (code, out, _) = run(&["check", "--show-proven", &good]);
     assert_eq!(code, 0, "proven findings are not problems: {out}");
-    assert_eq!(out.matches("note[SL001]").count(), 2, "{out}");
+    assert_eq!(out.matches("note[SL001]").count(), 3, "{out}");
     assert!(
-        out.contains("proven safe: every block of work on `self.alt_stream` in this module (2 blocks) starts with a wait on the current stream"),
+        out.contains("proven safe: every block of work on `self.alt_stream` in this module (3 blocks) starts with a wait on the current stream"),
         "{out}"
     );
     // One block that does not wait, and the finding is reported with that block marked.

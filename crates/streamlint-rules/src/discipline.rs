@@ -77,10 +77,25 @@ pub fn regions(body: &Body) -> Vec<Region> {
                     &body.stream(b.stream).expr,
                     &body.stream(body.ambient).expr,
                 ),
-                waits_first: waits_first(body, &located, &preds, b.stream, b.ops.0),
+                waits_first: opens_with_wait(body, b.stream, b.ops)
+                    || waits_first(body, &located, &preds, b.stream, b.ops.0),
             })
         })
         .collect()
+}
+
+/// Does the block itself start with the wait, before any work on its stream (`with
+/// torch.cuda.stream(alt): alt.wait_stream(main)`, `main` taken outside)?
+fn opens_with_wait(body: &Body, stream: StreamId, (first, end): (OpId, OpId)) -> bool {
+    for i in first.index()..end.index() {
+        let op = body.op(OpId(i as u32));
+        match scan_back(body, &[OpId(i as u32)], stream) {
+            Some(verdict) => return verdict,
+            None if op.kind.work_stream() == Some(stream) => return false,
+            None => {}
+        }
+    }
+    false
 }
 
 /// Each op's control-flow block and position in it.
