@@ -155,6 +155,7 @@ impl MissingStreamWait {
             cx.stream_name(producer).to_string(),
         );
         let returned = matches!(op.kind, OpKind::Escape { .. });
+        let allocated = raw && allocated_at(cx.body, access);
         // Say where the verdict on a stream the caller passes comes from, when the contract
         // made it.
         let contract = if b.how == Production::Entry
@@ -180,22 +181,27 @@ impl MissingStreamWait {
                 "`{name}` is {} uses it on {c}, but {c} never waits for {p}, which produces it",
                 left.hand_off()
             )
+        } else if allocated {
+            // Taking memory queues no work: the race is with the block's previous owner.
+            format!("`{name}` is {} on {c} but its memory was taken on {p} after work {c} did not wait for: the block's previous owner on {p} may still be using it{contract}", if write { "written" } else { "read" })
         } else if raw {
             format!("`{name}` is {} on {c} but was written on {p} with no wait in between: {c} can run before {p} has finished{contract}", if write { "written" } else { "read" })
         } else {
             format!("`{name}` is overwritten on {c} while {p} may still be reading it: nothing orders {c} after that read")
         };
+        let (done, deed) = match (allocated, raw) {
+            (true, _) => ("allocated", "work before the allocation"),
+            (false, true) => ("written", "write"),
+            (false, false) => ("read", "read"),
+        };
         let mut labels = vec![Label {
             span: cx.span(access),
-            message: format!("{} on {p} here", if raw { "written" } else { "read" }),
+            message: format!("{done} on {p} here"),
         }];
         if let Some(w) = state.last_wait(consumer) {
             labels.push(Label {
                 span: cx.span(w),
-                message: format!(
-                    "this wait does not cover the {} on {p}",
-                    if raw { "write" } else { "read" }
-                ),
+                message: format!("this wait does not cover the {deed} on {p}"),
             });
         }
         let race = Race {
@@ -203,6 +209,7 @@ impl MissingStreamWait {
             consumer,
             producer,
             raw,
+            allocated,
             serializes: cx.wait_holds_back_later_work(producer, access, at),
             // Memory the producer allocated, whose use by the receiver the allocator is not
             // told.
@@ -247,6 +254,8 @@ struct Race {
     consumer: StreamId,
     producer: StreamId,
     raw: bool,
+    /// The racing access is the allocation itself: its block's previous owner's work.
+    allocated: bool,
     /// A wait for all of `producer` there would also hold back work a loop queues later.
     serializes: bool,
     unrecorded: bool,
@@ -262,12 +271,17 @@ fn wait_help(cx: &Context<'_>, race: &Race, at: OpId) -> String {
         consumer,
         producer,
         raw,
+        allocated,
         serializes,
         unrecorded,
     } = *race;
     let (c, p) = (cx.stream_name(consumer), cx.stream_name(producer));
     let wait = cx.wait_stream_fix(consumer, producer);
-    let after = if raw { "write" } else { "read" };
+    let after = match (allocated, raw) {
+        (true, _) => "allocation",
+        (false, true) => "write",
+        (false, false) => "read",
+    };
     let ambient = cx.body.ambient;
     let place = cx.place(at);
     if serializes {
@@ -293,5 +307,16 @@ fn wait_help(cx: &Context<'_>, race: &Race, at: OpId) -> String {
     format!(
         "make {c} wait for {p} after the {after} and {}: `{wait}` (or wait on an event recorded on {p} after it){record}",
         cx.place_words(place)
+    )
+}
+
+/// Is the access at `op` the allocation of fresh memory (`torch.empty`), which queues no work?
+fn allocated_at(body: &Body, op: OpId) -> bool {
+    matches!(
+        body.op(op).kind,
+        OpKind::Produce {
+            how: Production::Allocate,
+            ..
+        }
     )
 }
