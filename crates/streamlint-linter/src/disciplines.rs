@@ -63,7 +63,6 @@ pub(crate) fn decide(
             findings.push(finding);
         }
     }
-    findings.sort_by_key(|f| (f.span, f.code));
     Decided { findings, proven }
 }
 

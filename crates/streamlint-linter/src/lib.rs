@@ -271,31 +271,26 @@ fn worth_parsing(language: Language, source: &[u8], settings: &Settings) -> bool
 
 /// Check one file's text on its own: calls into other files keep the model of unknown code.
 pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Finding> {
-    check_text(path, source, settings).findings
+    check_text(path, source, settings).0
 }
 
-/// [`check_source`], with the findings proven safe by a stream discipline too.
-pub fn check_text(path: &Path, source: &str, settings: &Settings) -> FileReport {
+/// [`check_source`], with the findings proven safe by a stream discipline too: (findings,
+/// proven).
+pub fn check_text(path: &Path, source: &str, settings: &Settings) -> (Vec<Finding>, Vec<Finding>) {
     let language = Language::of(path).unwrap_or(Language::Python);
-    let decided = if worth_parsing(language, source.as_bytes(), settings) {
-        let deadline = Deadline::after(settings.file_time_limit);
-        let lowered = match language {
-            Language::Python => streamlint_python::lower_source(source, &settings.api, deadline)
-                .map_err(|e| (e.offset, e.message)),
-            Language::Rust => {
-                streamlint_rust::lower_source(source, deadline).map_err(|e| (e.offset, e.message))
-            }
-        };
-        judge(source, language, lowered, settings)
-    } else {
-        Decided::default()
-    };
-    FileReport {
-        path: path.to_path_buf(),
-        source: source.to_string(),
-        findings: decided.findings,
-        proven: decided.proven,
+    if !worth_parsing(language, source.as_bytes(), settings) {
+        return (Vec::new(), Vec::new());
     }
+    let deadline = Deadline::after(settings.file_time_limit);
+    let lowered = match language {
+        Language::Python => streamlint_python::lower_source(source, &settings.api, deadline)
+            .map_err(|e| (e.offset, e.message)),
+        Language::Rust => {
+            streamlint_rust::lower_source(source, deadline).map_err(|e| (e.offset, e.message))
+        }
+    };
+    let decided = judge(source, language, lowered, settings);
+    (decided.findings, decided.proven)
 }
 
 /// The findings of one file from its lowered bodies (or the error that stopped its parse), with
@@ -352,23 +347,26 @@ fn judge(
     }
     findings.sort_by_key(|f| (f.span, f.code));
     findings.dedup_by(|a, b| a.span == b.span && a.code == b.code);
-    let (relying, findings): (Vec<Finding>, Vec<Finding>) = findings
-        .into_iter()
-        .partition(|f| f.code == "SL001" && relies_on.iter().any(|(span, _)| *span == f.span));
-    let relying = relying
+    // Findings that rest on a stream discipline, with the stream, apart from the others.
+    let mut relying = Vec::new();
+    let findings: Vec<Finding> = findings
         .into_iter()
         .filter_map(|f| {
             let key = relies_on
                 .iter()
-                .find(|(span, _)| *span == f.span)?
-                .1
-                .clone();
-            Some((f, key))
+                .find(|(span, _)| f.code == "SL001" && *span == f.span);
+            match key {
+                Some((_, key)) => {
+                    relying.push((f, key.clone()));
+                    None
+                }
+                None => Some(f),
+            }
         })
         .collect();
     let decided = disciplines::decide(findings, relying, &regions);
     // Suppression comments apply to every finding, those proven safe included (their comment is
-    // then in use), and to the blocks that break a discipline.
+    // then in use).
     let proven: Vec<(Span, &str)> = decided.proven.iter().map(|f| (f.span, f.code)).collect();
     let mut all = decided.findings;
     all.extend(decided.proven);

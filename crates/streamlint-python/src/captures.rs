@@ -9,10 +9,10 @@
 
 use rustc_hash::FxHashSet;
 
-use crate::api::{ApiCall, ApiModel};
-use crate::names::Imports;
 use streamlint_graph::Span;
 
+use crate::api::{ApiCall, ApiModel};
+use crate::names::Imports;
 use crate::syntax::{visit_exprs, visit_statement_exprs, Expr, FunctionDef, Stmt};
 
 /// The attributes of `self` one graph's capture reads and writes, by [`attribute_key`].
@@ -166,14 +166,9 @@ fn for_each_capture<'s>(
                 continue;
             }
         }
-        if let Some(graph) = graph_method_receiver(s, "capture_begin") {
-            let end = stmts[i + 1..].iter().position(|later| {
-                graph_method_receiver(later, "capture_end").is_some_and(|g| same(g, graph))
-            });
-            if let Some(end) = end {
-                found(graph, &stmts[i + 1..i + 1 + end]);
-                continue;
-            }
+        if let Some((graph, end)) = capture_between(stmts, i) {
+            found(graph, &stmts[i + 1..end]);
+            continue;
         }
         for block in s.blocks() {
             for_each_capture(block, api, imports, found);
@@ -181,8 +176,18 @@ fn for_each_capture<'s>(
     }
 }
 
+/// `g.capture_begin()` at `stmts[i]`, with its `g.capture_end()` later in the same block: the
+/// graph, and the index of the `capture_end` (the statements between are the capture).
+pub fn capture_between(stmts: &[Stmt], i: usize) -> Option<(&Expr, usize)> {
+    let graph = graph_method_receiver(&stmts[i], "capture_begin")?;
+    let end = stmts[i + 1..].iter().position(|later| {
+        graph_method_receiver(later, "capture_end").is_some_and(|g| same(g, graph))
+    })?;
+    Some((graph, i + 1 + end))
+}
+
 /// The receiver of a statement `g.<method>()`.
-pub fn graph_method_receiver<'s>(stmt: &'s Stmt, method: &str) -> Option<&'s Expr> {
+fn graph_method_receiver<'s>(stmt: &'s Stmt, method: &str) -> Option<&'s Expr> {
     let Stmt::Expr(Expr::Call { func, .. }) = stmt else {
         return None;
     };
@@ -220,38 +225,26 @@ fn same(a: &Expr, b: &Expr) -> bool {
 /// The attribute the object keeps a captured graph in: the graph expression itself when it is
 /// one, or the attribute a local graph is assigned to somewhere in the method.
 fn kept_as(graph: &Expr, method_body: &[Stmt]) -> Option<String> {
-    if let Some(key) = attribute_key(graph) {
-        return Some(key);
+    match graph {
+        Expr::Name { id: local, .. } => stored_in(method_body, local),
+        other => attribute_key(other),
     }
-    let Expr::Name { id: local, .. } = graph else {
-        return None;
-    };
-    let mut kept = None;
-    find_assignment(method_body, local, &mut kept);
-    kept
 }
 
 /// The attribute `self.x = local` (or `self.x[k] = local`) stores `local` in, anywhere in
 /// `stmts`.
-fn find_assignment(stmts: &[Stmt], local: &str, kept: &mut Option<String>) {
-    for s in stmts {
-        if kept.is_some() {
-            return;
-        }
-        if let Stmt::Assign {
-            targets,
-            value: Expr::Name { id, .. },
-            ..
-        } = s
-        {
-            if id == local {
-                *kept = targets.iter().find_map(attribute_key);
-            }
-        }
-        for block in s.blocks() {
-            find_assignment(block, local, kept);
-        }
-    }
+fn stored_in(stmts: &[Stmt], local: &str) -> Option<String> {
+    stmts.iter().find_map(|s| {
+        let stored = match s {
+            Stmt::Assign {
+                targets,
+                value: Expr::Name { id, .. },
+                ..
+            } if id == local => targets.iter().find_map(attribute_key),
+            _ => None,
+        };
+        stored.or_else(|| s.blocks().into_iter().find_map(|b| stored_in(b, local)))
+    })
 }
 
 /// What the statements of a capture do to the object's attributes: those assigned, written in

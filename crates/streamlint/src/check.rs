@@ -1,5 +1,6 @@
 //! `streamlint check`: files or stdin in, findings (or fixes, or a diff) out.
 
+use std::borrow::Cow;
 use std::fs::File;
 use std::io::{self, IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
@@ -244,8 +245,7 @@ fn check_stdin(
         }
         return Ok(0);
     }
-    let checked_text = check_text(&name, &source, &settings);
-    let (findings, proven) = (checked_text.findings, checked_text.proven);
+    let (findings, proven) = check_text(&name, &source, &settings);
     let mut tally = FixTally::default();
     if args.fix || args.diff {
         let fixed = fix_source(&name, &source, &settings, args.unsafe_fixes);
@@ -295,15 +295,16 @@ fn report(
 ) -> io::Result<()> {
     let format = Format::parse(&args.output_format).unwrap_or(Format::Full);
     // With `--show-proven`, the findings proven safe are listed among the others.
-    let shown: Vec<Vec<Finding>> = checked
+    let shown: Vec<Cow<'_, [Finding]>> = checked
         .iter()
         .map(|c| {
-            let mut all = c.findings.clone();
-            if args.show_proven {
-                all.extend(c.proven.iter().cloned());
-                all.sort_by_key(|f| (f.span, f.code));
+            if !args.show_proven || c.proven.is_empty() {
+                return Cow::Borrowed(c.findings.as_slice());
             }
-            all
+            let mut all = c.findings.clone();
+            all.extend(c.proven.iter().cloned());
+            all.sort_by_key(|f| (f.span, f.code));
+            Cow::Owned(all)
         })
         .collect();
     let files: Vec<FileFindings<'_>> = checked

@@ -22,7 +22,7 @@
 //! caller's graph.
 
 use super::*;
-use crate::captures::{self, graph_method_receiver};
+use crate::captures;
 use streamlint_graph::Op;
 
 /// What a replay of a graph does, in order: the captured ops that touch tensors and events,
@@ -158,17 +158,12 @@ impl<'a> Lowerer<'a> {
     /// `g.capture_begin()` at `stmts[i]`, with its `g.capture_end()` later in the same block:
     /// the statements between are the capture. Returns the index of the `capture_end`.
     pub(super) fn capture_statements(&mut self, stmts: &[Stmt], i: usize) -> Option<usize> {
-        let graph = graph_method_receiver(&stmts[i], "capture_begin")?;
-        let name = self.graph_name(graph);
-        let end = stmts[i + 1..].iter().position(|s| {
-            graph_method_receiver(s, "capture_end").is_some_and(|g| self.graph_name(g) == name)
-        })? + i
-            + 1;
+        let (graph, end) = captures::capture_between(stmts, i)?;
         let span = match &stmts[i] {
             Stmt::Expr(e) => e.span(),
             _ => Span::default(),
         };
-        self.capture(name, &stmts[i + 1..end], span);
+        self.capture(self.graph_name(graph), &stmts[i + 1..end], span);
         Some(end)
     }
 

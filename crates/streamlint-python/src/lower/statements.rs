@@ -332,23 +332,14 @@ impl<'a> Lowerer<'a> {
     /// entry and to make the current stream wait for them on exit.
     pub(super) fn acquired_streams(&mut self, context: &Expr) -> Vec<(StreamId, Span)> {
         let Expr::Call {
-            func,
             args,
             keywords,
             span,
+            ..
         } = context
         else {
             return Vec::new();
         };
-        if self
-            .cx
-            .imports
-            .qualify(func)
-            .is_some_and(|q| q.ends_with("cuda.graph"))
-        {
-            // Graph capture synchronizes the device before it starts.
-            self.b.push(OpKind::SyncDevice, *span);
-        }
         let mut out = Vec::new();
         for a in args.iter().chain(keywords.iter().map(|k| &k.value)) {
             if let Some(Value::Stream(s)) =
