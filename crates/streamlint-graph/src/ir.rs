@@ -79,6 +79,10 @@ pub enum StreamOrigin {
     /// Created when the code is loaded (at import, as a default argument): one stream shared
     /// by every caller.
     Global,
+    /// Made on first use and kept in a module global by a getter (`global _alt; if _alt is
+    /// None: _alt = torch.cuda.Stream()`): like [`Self::Global`], one stream for every later
+    /// call, but made when the program first asks for it.
+    Cached,
     /// Any other stream-valued expression.
     Unknown,
 }

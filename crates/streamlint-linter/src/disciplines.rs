@@ -42,7 +42,7 @@ pub(crate) fn decide(
             finding.severity = Severity::Info;
             finding.help = Some(format!(
                 "proven safe: every block of work on {} in this module ({}) starts with a wait on the current stream, so the stream's next allocation is queued after this use",
-                of_stream[0].display,
+                display(&of_stream),
                 count(of_stream.len(), "block"),
             ));
             proven.push(finding);
@@ -64,6 +64,19 @@ pub(crate) fn decide(
         }
     }
     Decided { findings, proven }
+}
+
+/// The stream as messages name it: the blocks' own spelling, or, where they name different
+/// items of one container (`self.alt_streams[1]`, `self.alt_streams[2]`), the container's.
+fn display(regions: &[&Region]) -> String {
+    let first = &regions[0].display;
+    if regions.iter().all(|r| &r.display == first) {
+        return first.clone();
+    }
+    match first.split_once('[') {
+        Some((container, _)) => format!("{container}[…]`"),
+        None => first.clone(),
+    }
 }
 
 fn count(n: usize, what: &str) -> String {

@@ -354,9 +354,9 @@ fn judge(
         .filter_map(|f| {
             let key = relies_on
                 .iter()
-                .find(|(span, _)| f.code == "SL001" && *span == f.span);
+                .find(|(span, code, _)| f.code == *code && *span == f.span);
             match key {
-                Some((_, key)) => {
+                Some((_, _, key)) => {
                     relying.push((f, key.clone()));
                     None
                 }

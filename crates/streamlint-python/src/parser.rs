@@ -308,11 +308,8 @@ impl Convert<'_> {
             },
             S::Break(_) => Stmt::Break,
             S::Continue(_) => Stmt::Continue,
-            S::TypeAlias(_)
-            | S::Pass(_)
-            | S::Global(_)
-            | S::Nonlocal(_)
-            | S::IpyEscapeCommand(_) => Stmt::Other,
+            S::Global(g) => Stmt::Global(g.names.iter().map(|n| n.as_str().to_owned()).collect()),
+            S::TypeAlias(_) | S::Pass(_) | S::Nonlocal(_) | S::IpyEscapeCommand(_) => Stmt::Other,
         }
     }
 

@@ -75,7 +75,9 @@ pub enum Stmt {
     },
     Break,
     Continue,
-    /// `pass`, `global`, type aliases: nothing the analysis follows.
+    /// `global a, b`: names the function binds at the top of its module.
+    Global(Vec<String>),
+    /// `pass`, `nonlocal`, type aliases: nothing the analysis follows.
     Other,
 }
 
@@ -437,6 +439,7 @@ pub fn visit_statement_exprs(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(
             | Stmt::ImportFrom { .. }
             | Stmt::Break
             | Stmt::Continue
+            | Stmt::Global(_)
             | Stmt::Other => {}
         }
     }

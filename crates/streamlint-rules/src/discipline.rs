@@ -41,7 +41,7 @@ pub fn stream_key(body: &Body, s: StreamId) -> Option<String> {
     // A stream passed in as an argument is the caller's: its other blocks are not seen.
     if !matches!(
         stream.origin,
-        StreamOrigin::Attribute | StreamOrigin::Global
+        StreamOrigin::Attribute | StreamOrigin::Global | StreamOrigin::Cached
     ) {
         return None;
     }

@@ -93,9 +93,10 @@ pub struct Context<'b> {
     findings: Vec<Finding>,
     /// (code, subject) pairs already reported: one finding per root cause.
     reported: FxHashSet<(&'static str, Subject)>,
-    /// SL001 findings, by span, about memory of a long-lived stream that only the current
-    /// stream reads: safe if that stream keeps the fork/join discipline (see `discipline`).
-    relies_on: Vec<(Span, String)>,
+    /// Lifetime findings, by span and rule, about memory of a long-lived stream that only the
+    /// current stream reads: safe if that stream keeps the fork/join discipline (see
+    /// `discipline`).
+    relies_on: Vec<(Span, &'static str, String)>,
 }
 
 impl<'b> Context<'b> {
@@ -165,11 +166,11 @@ impl<'b> Context<'b> {
         self.findings.push(finding);
     }
 
-    /// The SL001 finding at `span`, about memory of `alloc` read only by the current stream
+    /// The `code` finding at `span`, about memory of `alloc` read only by the current stream
     /// after it, is safe if `alloc` keeps the fork/join discipline.
-    fn relies_on_discipline(&mut self, span: Span, alloc: StreamId) {
+    fn relies_on_discipline(&mut self, span: Span, code: &'static str, alloc: StreamId) {
         if let Some(key) = discipline::stream_key(self.body, alloc) {
-            self.relies_on.push((span, key));
+            self.relies_on.push((span, code, key));
         }
     }
 
@@ -327,7 +328,10 @@ impl<'b> Context<'b> {
     fn always_bound(&self, s: StreamId) -> bool {
         matches!(
             self.body.stream(s).origin,
-            StreamOrigin::Ambient | StreamOrigin::Attribute | StreamOrigin::Global
+            StreamOrigin::Ambient
+                | StreamOrigin::Attribute
+                | StreamOrigin::Global
+                | StreamOrigin::Cached
         )
     }
 
@@ -432,9 +436,9 @@ fn name_inlined_callees(body: &Body, finding: &mut Finding) {
 #[derive(Debug, Default)]
 pub struct Judgement {
     pub findings: Vec<Finding>,
-    /// Findings (SL001, by span) that are safe if the named stream keeps the fork/join
+    /// Findings (by span and rule) that are safe if the named stream keeps the fork/join
     /// discipline, which only the whole run can tell.
-    pub relies_on: Vec<(Span, String)>,
+    pub relies_on: Vec<(Span, &'static str, String)>,
     /// The body's blocks of work on long-lived streams, for the run to tell that.
     pub regions: Vec<Region>,
 }
@@ -489,11 +493,7 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Judgement {
     let relies_on = cx
         .relies_on
         .into_iter()
-        .filter(|(span, _)| {
-            findings
-                .iter()
-                .any(|f| f.span == *span && f.code == "SL001")
-        })
+        .filter(|(span, code, _)| findings.iter().any(|f| f.span == *span && f.code == *code))
         .collect();
     let regions = if enabled("SL001") {
         discipline::regions(body)

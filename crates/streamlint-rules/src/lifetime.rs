@@ -251,7 +251,7 @@ impl MissingRecordStream {
             }),
         };
         if uncovered.iter().all(|&(s, _)| s == cx.body.ambient) {
-            cx.relies_on_discipline(primary, alloc);
+            cx.relies_on_discipline(primary, "SL001", alloc);
         }
         cx.report_once(buffer, finding);
     }
@@ -311,7 +311,7 @@ impl MissingRecordStream {
             help: cx.record_stream_fix(buffer, ambient, at).map(|fix| format!("call `{fix}` before handing it over")),
         };
         if kind.consumed_on_ambient() {
-            cx.relies_on_discipline(span, alloc);
+            cx.relies_on_discipline(span, "SL001", alloc);
         }
         cx.report_once(buffer, finding);
     }

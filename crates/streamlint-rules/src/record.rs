@@ -56,6 +56,11 @@ impl Rule for RecordStreamWrongStream {
             && known_allocation(b.how)
             && crosses_streams(cx.body, buffer, alloc)
         {
+            // Read only by the current stream besides its own: the fork/join discipline, if
+            // the stream keeps it, orders the memory's reuse without the call.
+            if read_by_current_only(cx.body, buffer, alloc) {
+                cx.relies_on_discipline(op.span, "SL002", alloc);
+            }
             (
                 format!("`record_stream` of {} on `{name}` does nothing: `{name}` was allocated on that stream, and the allocator ignores uses on the allocation stream", cx.stream_name(stream)),
                 consumer_help(cx, buffer, alloc, stream, id),
@@ -225,6 +230,18 @@ fn crosses_streams(body: &Body, buffer: BufferId, alloc: StreamId) -> bool {
     streams_using(body, buffer).iter().any(|s| *s != alloc)
 }
 
+/// Is the buffer used only on `alloc` and the current stream, and kept nowhere another stream
+/// could reach it?
+fn read_by_current_only(body: &Body, buffer: BufferId, alloc: StreamId) -> bool {
+    let kept = body.ops_iter().any(|(_, op)| {
+        matches!(op.kind, OpKind::Escape { buffer: b, kind } if b == buffer && !kind.consumed_on_ambient())
+    });
+    !kept
+        && streams_using(body, buffer)
+            .iter()
+            .all(|&s| s == alloc || s == body.ambient)
+}
+
 fn used_on(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
     streams_using(body, buffer).contains(&stream)
 }
@@ -238,7 +255,10 @@ fn knows_all_uses(body: &Body, buffer: BufferId, stream: StreamId) -> bool {
     });
     let local_stream = matches!(
         body.stream(stream).origin,
-        StreamOrigin::Created | StreamOrigin::Ambient | StreamOrigin::Attribute
+        StreamOrigin::Created
+            | StreamOrigin::Cached
+            | StreamOrigin::Ambient
+            | StreamOrigin::Attribute
     );
     let local_value = body.buffer(buffer).owner == Owner::Local;
     !kept && local_stream && local_value

@@ -422,8 +422,16 @@ impl<'a> Lowerer<'a> {
                     .binding
                     .clone()
                     .unwrap_or_else(|| "torch.cuda.Stream()".into());
+                // Made at import, or cached in a module global by a getter
+                // (`global _alt; if _alt is None: _alt = torch.cuda.Stream()`).
+                let cached = self
+                    .binding
+                    .as_ref()
+                    .is_some_and(|n| self.declared_globals.contains(n));
                 let origin = if self.at_import && self.main_guard == 0 {
                     StreamOrigin::Global
+                } else if cached {
+                    StreamOrigin::Cached
                 } else if self.binding.is_some() {
                     StreamOrigin::Created
                 } else {

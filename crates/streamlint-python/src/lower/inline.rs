@@ -38,6 +38,7 @@ struct CallerState<'a> {
     forwarded: Option<(String, Vec<Keyword>)>,
     result: Option<Value>,
     restores_stream: bool,
+    declared_globals: Vec<String>,
 }
 
 /// What the callee's `**kwargs` receives from a call: the keywords no named parameter takes, and
@@ -131,6 +132,7 @@ impl<'a> Lowerer<'a> {
             },
             result: self.inline_result.take(),
             restores_stream: std::mem::replace(&mut self.restores_stream, false),
+            declared_globals: std::mem::take(&mut self.declared_globals),
         };
         // From here on names are the callee's.
         self.inline_stack.push((callee.module, def.span));
@@ -162,6 +164,7 @@ impl<'a> Lowerer<'a> {
         self.named_streams = saved.named_streams;
         self.forwarded = saved.forwarded;
         self.restores_stream = saved.restores_stream;
+        self.declared_globals = saved.declared_globals;
         self.release_callee_locals(first_buffer, &result, span);
         self.b.end_inline(outer);
         self.name_returned_stream(&result, first_stream, span);

@@ -157,6 +157,8 @@ pub struct Lowerer<'a> {
     /// The function puts back the stream it changes by protocol (`__enter__`/`__exit__`, a
     /// context-manager generator that restores in `finally`).
     restores_stream: bool,
+    /// Names the function declares `global`: a stream it assigns to one is the module's.
+    declared_globals: Vec<String>,
     /// For each enclosing statement list: does a `try` whose `finally` restores the stream
     /// follow the statement being lowered?
     restore_follows: Vec<bool>,
@@ -275,6 +277,7 @@ impl<'a> Lowerer<'a> {
             cx,
             class: role.class,
             restores_stream: role.restores_stream,
+            declared_globals: Vec::new(),
             restore_follows: Vec::new(),
             stream_blocks: Vec::new(),
             captures: FxHashMap::default(),

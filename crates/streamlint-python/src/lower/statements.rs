@@ -277,6 +277,7 @@ impl<'a> Lowerer<'a> {
                 }
             }
             Stmt::Assert { test, span } => self.truth_test(test, *span),
+            Stmt::Global(names) => self.declared_globals.extend(names.iter().cloned()),
             Stmt::Other => {}
         }
     }
