@@ -95,6 +95,10 @@ pub struct Stream {
     pub expr: String,
     pub origin: StreamOrigin,
     pub span: Option<Span>,
+    /// For a stream kept at module level ([`StreamOrigin::Global`], [`StreamOrigin::Cached`]):
+    /// the qualified name of the global that holds it (`pkg.streams._side`), the same in every
+    /// file that uses it, however each spells it.
+    pub home: Option<String>,
 }
 
 /// Where a buffer's memory lives.
@@ -436,6 +440,10 @@ pub struct Body {
     /// contract at function boundaries (an argument is ready on the caller's current stream and
     /// on no other) rather than given the benefit of a caller's ordering.
     pub uncalled: bool,
+    /// Streams kept in module globals ([`Stream::home`]) that the body stores in an object or a
+    /// container, or hands to code that is not followed: there they go by other names, whose
+    /// blocks of work cannot be told to be on them.
+    pub aliased_streams: Vec<StreamId>,
     /// Names bound to tensors while the body was lowered, in program order, where the frontend
     /// tracks them (see [`Body::name_at`]).
     pub bindings: Vec<NameBinding>,
@@ -655,6 +663,7 @@ impl BodyBuilder {
             inlined_calls: Vec::new(),
             arguments: Vec::new(),
             uncalled: false,
+            aliased_streams: Vec::new(),
             bindings: Vec::new(),
         };
         BodyBuilder {
@@ -786,6 +795,14 @@ impl BodyBuilder {
     }
     pub fn stream_mut(&mut self, id: StreamId) -> &mut Stream {
         &mut self.body.streams[id.index()]
+    }
+
+    /// The stream goes where other names reach it (see [`Body::aliased_streams`]).
+    pub fn alias_stream(&mut self, id: StreamId) {
+        if self.body.streams[id.index()].home.is_some() && !self.body.aliased_streams.contains(&id)
+        {
+            self.body.aliased_streams.push(id);
+        }
     }
     /// Add ops at the start of the entry block: values that exist before the body runs.
     pub fn prepend_to_entry(&mut self, ops: Vec<(OpKind, Span)>) {

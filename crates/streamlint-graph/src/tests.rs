@@ -19,6 +19,7 @@ fn stream(name: &str, origin: StreamOrigin) -> Stream {
         expr: name.into(),
         origin,
         span: None,
+        home: None,
     }
 }
 

@@ -17,7 +17,7 @@ use std::time::Duration;
 use rayon::prelude::*;
 use streamlint_graph::{Body, Deadline, Span};
 use streamlint_python::{ApiModel, Prefilter};
-use streamlint_rules::{Finding, Judgement, Severity, PARSE_ERROR, UNUSED_SUPPRESSION};
+use streamlint_rules::{Finding, Judgement, Severity, StreamKey, PARSE_ERROR, UNUSED_SUPPRESSION};
 
 use disciplines::Decided;
 
@@ -289,7 +289,8 @@ pub fn check_text(path: &Path, source: &str, settings: &Settings) -> (Vec<Findin
             streamlint_rust::lower_source(source, deadline).map_err(|e| (e.offset, e.message))
         }
     };
-    let decided = judge(source, language, lowered, settings);
+    let mut decided = judge(source, language, lowered, settings);
+    disciplines::settle_alone(&mut decided);
     (decided.findings, decided.proven)
 }
 
@@ -317,7 +318,7 @@ fn judge(
                 .collect();
             return Decided {
                 findings,
-                proven: Vec::new(),
+                ..Decided::default()
             };
         }
     };
@@ -336,10 +337,12 @@ fn judge(
     let mut findings = Vec::new();
     let mut relies_on = Vec::new();
     let mut regions = Vec::new();
+    let mut aliased = Vec::new();
     for j in judgements {
         findings.extend(j.findings);
         relies_on.extend(j.relies_on);
         regions.extend(j.regions);
+        aliased.extend(j.aliased);
     }
     keep_fixes_that_parse(&mut findings, source, language);
     if !cut_short.is_empty() && enabled(PARSE_ERROR.code) {
@@ -364,22 +367,38 @@ fn judge(
             }
         })
         .collect();
-    let decided = disciplines::decide(findings, relying, &regions);
-    // Suppression comments apply to every finding, those proven safe included (their comment is
-    // then in use).
+    let mut decided = disciplines::decide(findings, relying, regions);
+    decided.aliased = aliased;
+    // Suppression comments apply to every finding, those proven safe or left to the run to
+    // decide included (their comment is then in use).
     let proven: Vec<(Span, &str)> = decided.proven.iter().map(|f| (f.span, f.code)).collect();
-    let mut all = decided.findings;
-    all.extend(decided.proven);
-    let (proven, mut findings): (Vec<Finding>, Vec<Finding>) = suppress::apply(
+    let pending: Vec<(Span, &str, StreamKey)> = decided
+        .pending
+        .iter()
+        .map(|(f, key)| (f.span, f.code, key.clone()))
+        .collect();
+    let mut all = std::mem::take(&mut decided.findings);
+    all.append(&mut decided.proven);
+    all.extend(decided.pending.drain(..).map(|(f, _)| f));
+    for f in suppress::apply(
         source,
         language.comment(),
         all,
         enabled(UNUSED_SUPPRESSION.code),
-    )
-    .into_iter()
-    .partition(|f| f.severity == Severity::Info && proven.contains(&(f.span, f.code)));
-    findings.sort_by_key(|f| (f.span, f.code));
-    Decided { findings, proven }
+    ) {
+        if let Some((_, _, key)) = pending
+            .iter()
+            .find(|(span, code, _)| *span == f.span && *code == f.code)
+        {
+            decided.pending.push((f, key.clone()));
+        } else if f.severity == Severity::Info && proven.contains(&(f.span, f.code)) {
+            decided.proven.push(f);
+        } else {
+            decided.findings.push(f);
+        }
+    }
+    decided.findings.sort_by_key(|f| (f.span, f.code));
+    decided
 }
 
 /// The finding for a file whose analysis ran out of time, at the first function not finished.

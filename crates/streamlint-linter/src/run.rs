@@ -53,7 +53,7 @@ fn report(path: &Path, source: String, findings: Vec<Finding>) -> FileReport {
         source,
         Decided {
             findings,
-            proven: Vec::new(),
+            ..Decided::default()
         },
     )
 }
@@ -145,7 +145,7 @@ fn read_within_limit(path: &Path) -> std::io::Result<Result<Vec<u8>, u64>> {
 fn guarded(settings: &Settings, f: impl FnOnce() -> Decided) -> Decided {
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Decided {
         findings: error_finding(settings, INTERNAL_ERROR.into()),
-        proven: Vec::new(),
+        ..Decided::default()
     })
 }
 
@@ -206,22 +206,56 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                 .map_err(|e| (e.offset, e.message)),
         }
     };
-    reports.par_extend(to_check.par_iter().with_max_len(1).map(|(path, module)| {
-        // Read again; a file changed since (now unreadable, say) is reported as it is now.
-        let t = match load(path, settings, true) {
-            Loaded::Text(t) => t,
-            Loaded::Done(r) => return r,
-            Loaded::Package(path) => return report(&path, String::new(), Vec::new()),
-        };
-        let mut decided = guarded(settings, || {
-            judge(&t.source, t.language, lower(&t, *module), settings)
-        });
-        let ignored = settings.ignored_here(&t.path);
-        let kept = |f: &Finding| !ignored.iter().any(|p| crate::select::matches(p, f.code));
-        decided.findings.retain(kept);
-        decided.proven.retain(kept);
-        decided_report(&t.path, t.source, decided)
-    }));
+    let checked: Vec<Result<(Text, Decided), FileReport>> = to_check
+        .par_iter()
+        .with_max_len(1)
+        .map(|(path, module)| {
+            // Read again; a file changed since (now unreadable, say) is reported as it is now.
+            let t = match load(path, settings, true) {
+                Loaded::Text(t) => t,
+                Loaded::Done(r) => return Err(r),
+                Loaded::Package(path) => return Err(report(&path, String::new(), Vec::new())),
+            };
+            let mut decided = guarded(settings, || {
+                judge(&t.source, t.language, lower(&t, *module), settings)
+            });
+            let ignored = settings.ignored_here(&t.path);
+            let kept = |f: &Finding| !ignored.iter().any(|p| crate::select::matches(p, f.code));
+            decided.findings.retain(kept);
+            decided.proven.retain(kept);
+            decided.pending.retain(|(f, _)| kept(f));
+            // Only the text of files whose findings will be shown, or that hold blocks or
+            // findings the whole run decides, is kept.
+            let mut t = t;
+            if decided.findings.is_empty()
+                && decided.proven.is_empty()
+                && decided.pending.is_empty()
+                && decided.shared_regions.is_empty()
+                && decided.aliased.is_empty()
+            {
+                t.source = String::new();
+            }
+            Ok((t, decided))
+        })
+        .collect();
+    let (mut done, errors): (Vec<_>, Vec<_>) = checked.into_iter().partition(Result::is_ok);
+    reports.extend(errors.into_iter().filter_map(Result::err));
+    let mut done: Vec<(Text, Decided)> = done.drain(..).filter_map(Result::ok).collect();
+    // Streams kept in module globals: decided with the blocks of every file.
+    let paths: Vec<String> = done
+        .iter()
+        .map(|(t, _)| t.path.display().to_string())
+        .collect();
+    let mut files: Vec<(&str, &str, &mut Decided)> = done
+        .iter_mut()
+        .zip(&paths)
+        .map(|((t, d), path)| (path.as_str(), t.source.as_str(), d))
+        .collect();
+    crate::disciplines::settle(&mut files);
+    reports.extend(
+        done.into_iter()
+            .map(|(t, decided)| decided_report(&t.path, t.source, decided)),
+    );
     reports
 }
 

@@ -266,7 +266,9 @@ impl Workspace {
         };
         let deadline = Deadline::after(settings.file_time_limit);
         let lowered = lower_in_project(&project, at, source, deadline);
-        judge(source, Language::Python, lowered, settings).findings
+        let mut decided = judge(source, Language::Python, lowered, settings);
+        crate::disciplines::settle_alone(&mut decided);
+        decided.findings
     }
 
     /// The project of the other files and of `here` (module 0) for the file at `path`, made

@@ -10,17 +10,27 @@
 //! A body reports its blocks on long-lived streams ([`Region`]s) and which of its SL001
 //! findings are about memory of such a stream read only by the current stream; the module's
 //! bodies together decide: a discipline holds when every region of its stream starts with the
-//! wait. Streams are known in their module by name (`self.alt_stream` of every class of the
-//! module is one stream), which also joins unrelated streams of one name: that only makes a
-//! discipline harder to hold.
+//! wait. An object's streams are known in their module by name (`self.alt_stream` of every
+//! class of the module is one stream), which also joins unrelated streams of one name: that
+//! only makes a discipline harder to hold. A stream kept in a module global is one stream
+//! wherever it is used: its blocks in every file decide.
 
 use streamlint_graph::{BlockId, Body, OpId, OpKind, Span, StreamId, StreamOrigin};
+
+/// How a long-lived stream is known beyond the body that uses it (see [`stream_key`]).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum StreamKey {
+    /// An object's stream, by name within its module (`alt_stream` for `self.alt_stream`).
+    Module(String),
+    /// A stream held in a module global, by the global's qualified name (`pkg.streams._side`):
+    /// the same stream in every file that uses it.
+    Project(String),
+}
 
 /// A block of work on a long-lived stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Region {
-    /// The stream's name across the project (see [`stream_key`]).
-    pub key: String,
+    pub key: StreamKey,
     /// The expression that makes the stream current (`torch.cuda.stream(self.alt_stream)`).
     pub header: Span,
     /// The stream, as messages name it (`` `self.alt_stream` ``).
@@ -32,12 +42,16 @@ pub struct Region {
     pub waits_first: bool,
 }
 
-/// The name a long-lived stream is known by in its module: an attribute's or global's last
-/// name (`alt_stream` for `self.alt_stream`), a getter's name (`get_alt_stream()`). A stream
-/// the body makes, is passed, takes from an expression it does not name, or that is current on
-/// entry has none: its other blocks are not the module's.
-pub fn stream_key(body: &Body, s: StreamId) -> Option<String> {
+/// The name a long-lived stream is known by: the qualified name of the module global that holds
+/// it, or in its module an attribute's last name (`alt_stream` for `self.alt_stream`) or a
+/// getter's name (`get_alt_stream()`). A stream the body makes, is passed, takes from an
+/// expression it does not name, or that is current on entry has none: its other blocks are not
+/// the module's.
+pub fn stream_key(body: &Body, s: StreamId) -> Option<StreamKey> {
     let stream = body.stream(s);
+    if let Some(home) = &stream.home {
+        return Some(StreamKey::Project(home.clone()));
+    }
     // A stream passed in as an argument is the caller's: its other blocks are not seen.
     if !matches!(
         stream.origin,
@@ -48,12 +62,12 @@ pub fn stream_key(body: &Body, s: StreamId) -> Option<String> {
     let expr = stream.expr.trim();
     if let Some((callee, _)) = expr.split_once('(') {
         let name = callee.rsplit('.').next().unwrap_or(callee);
-        return (!name.is_empty()).then(|| format!("{name}()"));
+        return (!name.is_empty()).then(|| StreamKey::Module(format!("{name}()")));
     }
     let last = expr.rsplit('.').next().unwrap_or(expr);
     let name = last.split('[').next().unwrap_or(last);
     (!name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_'))
-        .then(|| name.to_string())
+        .then(|| StreamKey::Module(name.to_string()))
 }
 
 /// The body's blocks of work on long-lived streams.

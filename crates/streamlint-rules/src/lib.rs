@@ -24,7 +24,7 @@ use streamlint_graph::{
 };
 
 pub use catalog::{rule, RuleInfo, META, PARSE_ERROR, RULES, UNUSED_SUPPRESSION};
-pub use discipline::Region;
+pub use discipline::{Region, StreamKey};
 pub use fix::{apply_edits, Applicability, Edit, Fix, TextEdit};
 pub use line_index::{LineIndex, Position};
 
@@ -96,7 +96,7 @@ pub struct Context<'b> {
     /// Lifetime findings, by span and rule, about memory of a long-lived stream that only the
     /// current stream reads: safe if that stream keeps the fork/join discipline (see
     /// `discipline`).
-    relies_on: Vec<(Span, &'static str, String)>,
+    relies_on: Vec<(Span, &'static str, StreamKey)>,
 }
 
 impl<'b> Context<'b> {
@@ -438,9 +438,12 @@ pub struct Judgement {
     pub findings: Vec<Finding>,
     /// Findings (by span and rule) that are safe if the named stream keeps the fork/join
     /// discipline, which only the whole run can tell.
-    pub relies_on: Vec<(Span, &'static str, String)>,
+    pub relies_on: Vec<(Span, &'static str, StreamKey)>,
     /// The body's blocks of work on long-lived streams, for the run to tell that.
     pub regions: Vec<Region>,
+    /// Streams kept in module globals that the body lets go by other names (see
+    /// `Body::aliased_streams`): their blocks there are not all seen.
+    pub aliased: Vec<StreamKey>,
 }
 
 /// Run every enabled rule over one body.
@@ -500,9 +503,15 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Judgement {
     } else {
         Vec::new()
     };
+    let aliased = body
+        .aliased_streams
+        .iter()
+        .filter_map(|&s| discipline::stream_key(body, s))
+        .collect();
     Judgement {
         findings,
         relies_on,
         regions,
+        aliased,
     }
 }

@@ -148,6 +148,7 @@ impl<'a> Lowerer<'a> {
     /// A call whose body is not known. A module or local helper reads its tensor arguments on
     /// the current stream and makes a tensor; a callee from elsewhere may keep what it is given.
     pub(super) fn opaque_call(&mut self, vals: Vec<Value>, span: Span, callee: Callee) -> Value {
+        self.alias_streams(&vals);
         if callee == Callee::Foreign {
             // Nothing says it runs device work, but it may keep what it is given.
             for v in &vals {
@@ -437,11 +438,18 @@ impl<'a> Lowerer<'a> {
                 } else {
                     StreamOrigin::Temporary
                 };
+                let home = match (origin, &self.binding) {
+                    (StreamOrigin::Global | StreamOrigin::Cached, Some(n)) => {
+                        Some(self.global_home(n))
+                    }
+                    _ => None,
+                };
                 let stream = Stream {
                     display,
                     expr,
                     origin,
                     span: Some(span),
+                    home,
                 };
                 Value::Stream(StreamId(
                     self.site(span, "stream", |b| b.add_stream(stream).0),
@@ -905,6 +913,7 @@ impl<'a> Lowerer<'a> {
         positional: usize,
         span: Span,
     ) -> Value {
+        self.alias_streams(&vals);
         if positional > 0 {
             self.confirm(&vals[..1]);
         }

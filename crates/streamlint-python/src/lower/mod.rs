@@ -259,6 +259,7 @@ impl<'a> Lowerer<'a> {
             expr: cx.imports.current_stream_call(),
             origin: StreamOrigin::Ambient,
             span: None,
+            home: None,
         };
         let (name, span) = match def {
             Some(d) => (d.name.clone(), d.span),
@@ -411,6 +412,8 @@ impl<'a> Lowerer<'a> {
                     expr: p.name.clone(),
                     origin: StreamOrigin::Global,
                     span: Some(d.span()),
+                    // Only this function sees it.
+                    home: None,
                 };
                 Value::Stream(self.b.add_stream(stream))
             } else if inline::stream_like(&p.name, &annotation) {
@@ -594,11 +597,13 @@ impl<'a> Lowerer<'a> {
         } else {
             StreamOrigin::Unknown
         };
+        let home = global.then(|| self.global_home(name));
         let id = self.b.add_stream(Stream {
             display: format!("`{name}`"),
             expr: name.to_string(),
             origin,
             span: None,
+            home,
         });
         if global {
             self.global_streams.insert(global_key, id);
@@ -606,6 +611,15 @@ impl<'a> Lowerer<'a> {
             self.named_streams.insert(name.to_string(), id);
         }
         id
+    }
+
+    /// The qualified name of the module global `name` (of the module being lowered, or the one
+    /// it was imported from): how every file knows the stream it holds.
+    fn global_home(&self, name: &str) -> String {
+        match self.cx.imports.bound(name) {
+            Some(qualified) => qualified.to_string(),
+            None => format!("{}.{name}", self.cx.project.module(self.cx.module).name),
+        }
     }
 
     /// A name for the value being produced: the assigned name, else the source text.
@@ -804,6 +818,10 @@ impl<'a> Lowerer<'a> {
     }
 
     fn escape(&mut self, value: &Value, kind: EscapeKind, span: Span) {
+        // A stream returned (by a getter) keeps its name: the call that gets it.
+        if kind != EscapeKind::Caller {
+            self.alias_streams(std::slice::from_ref(value));
+        }
         // Events first: an event handed over with a tensor (`return out, done`, stored on the
         // object, given to a pending-work record or a queue) is how the receiver orders itself
         // after the tensor's writes.
@@ -812,6 +830,15 @@ impl<'a> Lowerer<'a> {
         }
         for buffer in value.buffers() {
             self.b.push(OpKind::Escape { buffer, kind }, span);
+        }
+    }
+
+    /// Streams among `values` go to code that is not followed, under other names.
+    fn alias_streams(&mut self, values: &[Value]) {
+        for v in values {
+            if let Value::Stream(s) = v {
+                self.b.alias_stream(*s);
+            }
         }
     }
 

@@ -159,6 +159,7 @@ impl<'a> Lowerer<'a> {
             expr: "torch.cuda.default_stream()".into(),
             origin: StreamOrigin::Unknown,
             span: Some(arg.span()),
+            home: None,
         };
         StreamId(self.site(arg.span(), "default-stream", |b| b.add_stream(stream).0))
     }

@@ -157,6 +157,7 @@ pub fn lower_fn(
         expr: "stream".into(),
         origin: StreamOrigin::Ambient,
         span: None,
+        home: None,
     };
     let mut b = BodyBuilder::new(sig.ident.to_string(), span_of(whole), SPELLING, ambient);
     b.caller_picks_stream();
@@ -219,6 +220,7 @@ impl Lowerer<'_> {
             expr: name.to_string(),
             origin,
             span: Some(span),
+            home: None,
         })
     }
 
@@ -231,6 +233,7 @@ impl Lowerer<'_> {
             expr: name.to_string(),
             origin,
             span: None,
+            home: None,
         });
         self.named_streams.insert(name.to_string(), id);
         id
