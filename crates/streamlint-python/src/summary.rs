@@ -57,6 +57,10 @@ pub struct MethodSummary {
     pub assigns: Vec<(String, AttrKind)>,
     /// Stream attributes the method makes the current stream wait on.
     pub waits_on: FxHashSet<String>,
+    /// Stream attributes the method makes wait on the current stream on every path, outside
+    /// any stream block (`self.alt.wait_stream(torch.cuda.current_stream())`): it forks them
+    /// for the caller's next work on them.
+    pub forks: FxHashSet<String>,
     /// Stream attributes the method waits for on the host (directly, or through an event
     /// attribute recorded on the stream).
     pub syncs: FxHashSet<String>,
@@ -108,6 +112,9 @@ impl ClassSummary {
                     api,
                     imports,
                     with_streams: Vec::new(),
+                    conditional: 0,
+                    returned_early: false,
+                    current_names: FxHashSet::default(),
                     method: MethodSummary::default(),
                     recorded_on: &mut recorded_on,
                     methods: &methods,
@@ -161,6 +168,12 @@ struct Scan<'a> {
     imports: &'a Imports,
     /// Dotted stream expressions of the enclosing `with torch.cuda.stream(..)` blocks.
     with_streams: Vec<String>,
+    /// How many enclosing statements run their body on some paths only (`if`, loops, `except`).
+    conditional: usize,
+    /// A `return` on some path came before: what follows runs on some paths only.
+    returned_early: bool,
+    /// Local names bound to the current stream (`cur = torch.cuda.current_stream()`).
+    current_names: FxHashSet<String>,
     method: MethodSummary,
     /// Event attributes and the stream attribute they are recorded on, across the class.
     recorded_on: &'a mut FxHashMap<String, String>,
@@ -216,10 +229,18 @@ impl Scan<'_> {
         match stmt {
             Stmt::Assign { targets, value, .. } => {
                 for t in targets {
+                    if let Expr::Name { id, .. } = t {
+                        if self.call_kind(value) == Some(ApiCall::CurrentStream) {
+                            self.current_names.insert(id.clone());
+                        } else {
+                            self.current_names.remove(id);
+                        }
+                    }
                     self.assign(t, value);
                 }
                 self.expr(value);
             }
+            Stmt::Return { .. } if self.conditional > 0 => self.returned_early = true,
             Stmt::Expr(e) => self.expr(e),
             Stmt::With { items, body, .. } => {
                 // A context manager the model does not know, given a stream, is taken to order
@@ -249,7 +270,32 @@ impl Scan<'_> {
                 self.stmts(body);
                 self.with_streams.truncate(self.with_streams.len() - n);
             }
-            other => other.blocks().into_iter().for_each(|b| self.stmts(b)),
+            Stmt::Try {
+                body,
+                handlers,
+                orelse,
+                finalbody,
+            } => {
+                self.stmts(body);
+                self.conditional += 1;
+                handlers.iter().for_each(|h| self.stmts(h));
+                self.stmts(orelse);
+                self.conditional -= 1;
+                self.stmts(finalbody);
+            }
+            other => {
+                self.conditional += 1;
+                other.blocks().into_iter().for_each(|b| self.stmts(b));
+                self.conditional -= 1;
+            }
+        }
+    }
+
+    /// Is `expr` the current stream (`torch.cuda.current_stream()`, or a name bound to it)?
+    fn is_current_stream(&self, expr: &Expr) -> bool {
+        match expr {
+            Expr::Name { id, .. } => self.current_names.contains(id),
+            _ => self.call_kind(expr) == Some(ApiCall::CurrentStream),
         }
     }
 
@@ -342,8 +388,18 @@ impl Scan<'_> {
         let outside_side_stream = self.with_streams.is_empty();
         match attr.as_str() {
             "wait_stream" if outside_side_stream => {
-                if let Some(s) = args.first().and_then(Expr::dotted) {
-                    self.method.waits_on.insert(s);
+                let forked = receiver.dotted().filter(|r| r.starts_with("self."));
+                match (forked, args.first()) {
+                    (Some(stream), Some(arg)) if self.is_current_stream(arg) => {
+                        if self.conditional == 0 && !self.returned_early {
+                            self.method.forks.insert(stream);
+                        }
+                    }
+                    _ => {
+                        if let Some(s) = args.first().and_then(Expr::dotted) {
+                            self.method.waits_on.insert(s);
+                        }
+                    }
                 }
             }
             "synchronize" => {

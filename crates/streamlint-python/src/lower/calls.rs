@@ -206,17 +206,15 @@ impl<'a> Lowerer<'a> {
                 self.escape(v, EscapeKind::Attribute, span);
             }
         }
-        for stream in summary.waits_on.clone() {
-            let s = self.named_stream(&stream);
-            let current = self.current;
+        // The current stream waits on the streams the method joins, and the streams it forks
+        // (`self._fork()`) on the current stream.
+        let current = self.current;
+        let joins = summary.waits_on.iter().map(|s| (true, s));
+        for (joined, stream) in joins.chain(summary.forks.iter().map(|s| (false, s))) {
+            let s = self.named_stream(stream);
             if s != current {
-                self.b.push(
-                    OpKind::WaitStream {
-                        waiter: current,
-                        waitee: s,
-                    },
-                    span,
-                );
+                let (waiter, waitee) = if joined { (current, s) } else { (s, current) };
+                self.b.push(OpKind::WaitStream { waiter, waitee }, span);
             }
         }
         for name in summary.syncs.clone() {
