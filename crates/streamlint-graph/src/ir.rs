@@ -444,6 +444,10 @@ pub struct Body {
     /// container, or hands to code that is not followed: there they go by other names, whose
     /// blocks of work cannot be told to be on them.
     pub aliased_streams: Vec<StreamId>,
+    /// Waits the analysis assumes rather than sees: on entry to a context manager it does not
+    /// know, handed a stream, the stream is taken to wait for the current one. Enough not to
+    /// report a race on the helper's word, not to prove a stream discipline with.
+    pub assumed_waits: Vec<OpId>,
     /// Names bound to tensors while the body was lowered, in program order, where the frontend
     /// tracks them (see [`Body::name_at`]).
     pub bindings: Vec<NameBinding>,
@@ -664,6 +668,7 @@ impl BodyBuilder {
             arguments: Vec::new(),
             uncalled: false,
             aliased_streams: Vec::new(),
+            assumed_waits: Vec::new(),
             bindings: Vec::new(),
         };
         BodyBuilder {
@@ -795,6 +800,11 @@ impl BodyBuilder {
     }
     pub fn stream_mut(&mut self, id: StreamId) -> &mut Stream {
         &mut self.body.streams[id.index()]
+    }
+
+    /// `op` is a wait the analysis assumes (see [`Body::assumed_waits`]).
+    pub fn assume_wait(&mut self, op: OpId) {
+        self.body.assumed_waits.push(op);
     }
 
     /// The stream goes where other names reach it (see [`Body::aliased_streams`]).

@@ -148,8 +148,12 @@ fn waits_first(
         }
         let from = &preds[b.index()];
         if from.is_empty() {
-            // The entry, reached with no wait.
-            return false;
+            if b == body.entry {
+                // The entry, reached with no wait.
+                return false;
+            }
+            // Code nothing reaches (after a `raise`, under a flag known to be off).
+            continue;
         }
         for &p in from {
             if p == block {
@@ -171,7 +175,9 @@ fn scan_back(body: &Body, ops: &[OpId], stream: StreamId) -> Option<bool> {
     let ambient = body.ambient;
     for &id in ops.iter().rev() {
         match body.op(id).kind {
-            OpKind::WaitStream { waiter, waitee } if waiter == stream && waitee == ambient => {
+            OpKind::WaitStream { waiter, waitee }
+                if waiter == stream && waitee == ambient && !body.assumed_waits.contains(&id) =>
+            {
                 return Some(true);
             }
             OpKind::WaitEvent { event, stream: s }

@@ -167,13 +167,14 @@ impl<'a> Lowerer<'a> {
                 }
                 acquired.retain(|(s, _)| *s != saved);
                 for &(s, span) in &acquired {
-                    self.b.push(
+                    let wait = self.b.push(
                         OpKind::WaitStream {
                             waiter: s,
                             waitee: saved,
                         },
                         span,
                     );
+                    self.b.assume_wait(wait);
                 }
                 let first_op = self.b.next_op();
                 self.stmts(body);
