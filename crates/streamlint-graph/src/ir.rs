@@ -448,6 +448,11 @@ pub struct Body {
     /// know, handed a stream, the stream is taken to wait for the current one. Enough not to
     /// report a race on the helper's word, not to prove a stream discipline with.
     pub assumed_waits: Vec<OpId>,
+    /// A small top-level function the project calls: every call that is lowered lowers it in
+    /// place, in the caller's context, so what a caller does with its results and arguments
+    /// (joins them, or not) is judged there. Its own findings about that hand-off only say
+    /// what a caller must do; the run keeps them where some call of it is not lowered.
+    pub judged_at_calls: bool,
     /// Names bound to tensors while the body was lowered, in program order, where the frontend
     /// tracks them (see [`Body::name_at`]).
     pub bindings: Vec<NameBinding>,
@@ -669,6 +674,7 @@ impl BodyBuilder {
             uncalled: false,
             aliased_streams: Vec::new(),
             assumed_waits: Vec::new(),
+            judged_at_calls: false,
             bindings: Vec::new(),
         };
         BodyBuilder {
@@ -689,6 +695,11 @@ impl BodyBuilder {
     /// No call in the checked files reaches the function (see [`Body::uncalled`]).
     pub fn uncalled(&mut self) {
         self.body.uncalled = true;
+    }
+
+    /// See [`Body::judged_at_calls`].
+    pub fn judged_at_calls(&mut self) {
+        self.body.judged_at_calls = true;
     }
     /// Where the syntax allows rewrites (see [`Rewrites`]).
     pub fn rewrites_mut(&mut self) -> &mut Rewrites {

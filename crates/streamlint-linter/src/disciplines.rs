@@ -30,6 +30,12 @@ pub(crate) struct Decided {
     /// followed: their blocks under the other names are not seen, so no discipline of theirs
     /// is proven.
     pub aliased: Vec<StreamKey>,
+    /// Findings about the hand-off to callers of a function judged at its calls, with the
+    /// function's name (see `Body::judged_at_calls`): a whole run proves them where every call
+    /// of the function is lowered.
+    pub about_callers: Vec<(Finding, String)>,
+    /// The spans of the functions the file's analysis lowered.
+    pub lowered: Vec<streamlint_graph::Span>,
 }
 
 impl Decided {
@@ -118,8 +124,13 @@ pub(crate) fn settle<'t>(files: &mut [(&'t str, &'t str, &mut Decided)]) {
     }
 }
 
-/// Decide the pending findings of a file checked on its own, with its own blocks.
+/// Decide the pending findings of a file checked on its own, with its own blocks. The calls of
+/// its functions in other files are not seen: their hand-offs to callers stay reported.
 pub(crate) fn settle_alone(decided: &mut Decided) {
+    let about_callers = std::mem::take(&mut decided.about_callers);
+    decided
+        .findings
+        .extend(about_callers.into_iter().map(|(f, _)| f));
     let regions = std::mem::take(&mut decided.shared_regions);
     for (finding, key) in std::mem::take(&mut decided.pending) {
         if decided.aliased.contains(&key) {

@@ -338,11 +338,13 @@ fn judge(
     let mut relies_on = Vec::new();
     let mut regions = Vec::new();
     let mut aliased = Vec::new();
+    let mut about_callers = Vec::new();
     for j in judgements {
         findings.extend(j.findings);
         relies_on.extend(j.relies_on);
         regions.extend(j.regions);
         aliased.extend(j.aliased);
+        about_callers.extend(j.about_callers);
     }
     keep_fixes_that_parse(&mut findings, source, language);
     if !cut_short.is_empty() && enabled(PARSE_ERROR.code) {
@@ -369,6 +371,13 @@ fn judge(
         .collect();
     let mut decided = disciplines::decide(findings, relying, regions);
     decided.aliased = aliased;
+    // Where the function is judged, for a whole run to tell whether every call of a function
+    // judged at its calls was lowered.
+    decided.lowered = complete
+        .iter()
+        .filter(|b| b.name != "<module>")
+        .map(|b| b.span)
+        .collect();
     // Suppression comments apply to every finding, those proven safe or left to the run to
     // decide included (their comment is then in use).
     let proven: Vec<(Span, &str)> = decided.proven.iter().map(|f| (f.span, f.code)).collect();
@@ -393,6 +402,11 @@ fn judge(
             decided.pending.push((f, key.clone()));
         } else if f.severity == Severity::Info && proven.contains(&(f.span, f.code)) {
             decided.proven.push(f);
+        } else if let Some((_, _, function)) = about_callers
+            .iter()
+            .find(|(span, code, _)| *span == f.span && *code == f.code)
+        {
+            decided.about_callers.push((f, function.clone()));
         } else {
             decided.findings.push(f);
         }

@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use streamlint_graph::{Body, Deadline};
+use rustc_hash::FxHashMap;
+use streamlint_graph::{Body, Deadline, Span};
 use streamlint_python::{module_name, ModuleIndex, Project};
-use streamlint_rules::Finding;
+use streamlint_rules::{Finding, Severity};
 
 use crate::disciplines::Decided;
 use crate::{error_finding, judge, worth_parsing, FileReport, Language, Settings, MAX_FILE_BYTES};
@@ -31,6 +32,10 @@ pub(crate) struct Text {
     pub source: String,
     pub language: Language,
 }
+
+/// A file checked in a run: its text, its module in the project (Python), and its findings
+/// before the run decides those that rest on other files.
+type Checked = (Text, Option<usize>, Decided);
 
 /// A file after indexing: its text is not kept.
 enum Indexed {
@@ -206,7 +211,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                 .map_err(|e| (e.offset, e.message)),
         }
     };
-    let checked: Vec<Result<(Text, Decided), FileReport>> = to_check
+    let checked: Vec<Result<Checked, FileReport>> = to_check
         .par_iter()
         .with_max_len(1)
         .map(|(path, module)| {
@@ -232,31 +237,70 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                 && decided.pending.is_empty()
                 && decided.shared_regions.is_empty()
                 && decided.aliased.is_empty()
+                && decided.about_callers.is_empty()
             {
                 t.source = String::new();
             }
-            Ok((t, decided))
+            Ok((t, *module, decided))
         })
         .collect();
     let (mut done, errors): (Vec<_>, Vec<_>) = checked.into_iter().partition(Result::is_ok);
     reports.extend(errors.into_iter().filter_map(Result::err));
-    let mut done: Vec<(Text, Decided)> = done.drain(..).filter_map(Result::ok).collect();
+    let mut done: Vec<Checked> = done.drain(..).filter_map(Result::ok).collect();
+    settle_callers(&project, &mut done);
     // Streams kept in module globals: decided with the blocks of every file.
     let paths: Vec<String> = done
         .iter()
-        .map(|(t, _)| t.path.display().to_string())
+        .map(|(t, ..)| t.path.display().to_string())
         .collect();
     let mut files: Vec<(&str, &str, &mut Decided)> = done
         .iter_mut()
         .zip(&paths)
-        .map(|((t, d), path)| (path.as_str(), t.source.as_str(), d))
+        .map(|((t, _, d), path)| (path.as_str(), t.source.as_str(), d))
         .collect();
     crate::disciplines::settle(&mut files);
     reports.extend(
         done.into_iter()
-            .map(|(t, decided)| decided_report(&t.path, t.source, decided)),
+            .map(|(t, _, decided)| decided_report(&t.path, t.source, decided)),
     );
     reports
+}
+
+/// Findings about the hand-off to callers of a function judged at its calls (see
+/// `Body::judged_at_calls`) are proven where the project calls the function and every call lies
+/// in code the run lowered: module code, or a function it analysed. There the function was
+/// lowered in place and what the caller does with its results and arguments was judged.
+fn settle_callers(project: &Project<'_>, done: &mut [Checked]) {
+    if done.iter().all(|(_, _, d)| d.about_callers.is_empty()) {
+        return;
+    }
+    let lowered: FxHashMap<usize, Vec<Span>> = done
+        .iter()
+        .filter_map(|(_, m, d)| Some(((*m)?, d.lowered.clone())))
+        .collect();
+    let judged = |(module, at, in_block): &(usize, u32, bool)| {
+        !in_block
+            || lowered
+                .get(module)
+                .is_some_and(|spans| spans.iter().any(|s| (s.start..s.end).contains(at)))
+    };
+    for (_, _, decided) in done.iter_mut() {
+        for (mut finding, function) in std::mem::take(&mut decided.about_callers) {
+            let calls = project.calls_of(&function);
+            if !calls.is_empty() && calls.iter().all(judged) {
+                finding.severity = Severity::Info;
+                finding.help = Some(format!(
+                    "proven safe here: `{function}` is lowered in place at each of its calls in the checked files ({}), where what the caller does with it is judged",
+                    calls.len()
+                ));
+                decided.proven.push(finding);
+            } else {
+                decided.findings.push(finding);
+            }
+        }
+        decided.findings.sort_by_key(|f| (f.span, f.code));
+        decided.proven.sort_by_key(|f| (f.span, f.code));
+    }
 }
 
 /// Parse module `m` of the project from its text and lower it, calls into the other modules

@@ -47,8 +47,11 @@ pub struct ModuleIndex {
     /// Top-level functions and classes the module's analysis never reads (see [`inert_blocks`]):
     /// they are blanked out before the module is parsed.
     inert: Vec<(u32, u32)>,
-    /// Digests of the names the module calls (see [`called_names`]), sorted.
-    called: Vec<u64>,
+    /// Digests of the names the module calls, each with the offset of the call's `(` (see
+    /// [`called_names`]), sorted.
+    called: Vec<(u64, u32)>,
+    /// The spans of its top-level functions and classes: a call outside them is module code.
+    blocks: Vec<(u32, u32)>,
     /// The module names `saved_tensors_hooks` (see `hooks`).
     pub saved_tensor_hooks: bool,
     /// The module mentions datasets or data loaders, whose code may run in worker processes.
@@ -106,6 +109,7 @@ impl ModuleIndex {
             globals: outline.globals.into_iter().collect(),
             inert: inert_blocks(source, &outline.blocks, &marks),
             called: called_names(source.as_bytes()),
+            blocks: outline.blocks.iter().map(|b| (b.start, b.end)).collect(),
             saved_tensor_hooks: !marks.saved_tensor_hooks.is_empty(),
             data_loading: !marks.data_loading.is_empty(),
         }
@@ -150,8 +154,14 @@ impl ModuleIndex {
         for (name, c) in functions {
             (name, &c.text, c.start).hash(&mut hasher);
         }
-        // What it calls decides whether other modules' functions are called at all.
-        self.called.hash(&mut hasher);
+        // What it calls decides whether other modules' functions are called at all (where in
+        // the text does not: an edit above a call moves it).
+        let mut last = None;
+        for &(digest, _) in &self.called {
+            if last.replace(digest) != Some(digest) {
+                digest.hash(&mut hasher);
+            }
+        }
         hasher.finish()
     }
 
@@ -177,6 +187,21 @@ impl ModuleIndex {
         self.functions.get(name)?.summary.get_or_init(make).as_ref()
     }
 
+    /// The module's calls of names with this digest.
+    fn calls_of_digest(&self, digest: u64) -> &[(u64, u32)] {
+        let first = self.called.partition_point(|&(d, _)| d < digest);
+        let end = first + self.called[first..].partition_point(|&(d, _)| d == digest);
+        &self.called[first..end]
+    }
+
+    /// Is the top-level function `name` defined at offset `at` one that may be lowered in
+    /// place at a call?
+    pub(crate) fn lowers_in_place(&self, name: &str, at: u32) -> bool {
+        self.functions
+            .get(name)
+            .is_some_and(|c| (c.start..c.start + c.text.len() as u32).contains(&at))
+    }
+
     /// The top-level function `name` that may be lowered in place, parsed.
     fn function(&self, name: &str) -> Option<&FunctionDef> {
         let c = self.functions.get(name)?;
@@ -197,9 +222,9 @@ fn name_digest(name: &[u8]) -> u64 {
 /// Digests of the names a module's text calls: every identifier before a `(` (`f(`, `f (`,
 /// `obj.f(`), except the name a `def` or `class` line defines. A byte scan, so a call written in a
 /// string or a comment counts too: it only makes a function look called.
-fn called_names(text: &[u8]) -> Vec<u64> {
+fn called_names(text: &[u8]) -> Vec<(u64, u32)> {
     let is_name_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut called: Vec<u64> = memchr::memchr_iter(b'(', text)
+    let mut called: Vec<(u64, u32)> = memchr::memchr_iter(b'(', text)
         .filter_map(|paren| {
             // `f (x)` is a call too.
             let end = text[..paren].trim_ascii_end().len();
@@ -218,11 +243,10 @@ fn called_names(text: &[u8]) -> Vec<u64> {
                         .checked_sub(k.len() + 1)
                         .is_none_or(|i| !is_name_byte(before[i]))
             });
-            (!defines).then(|| name_digest(&text[start..end]))
+            (!defines).then(|| (name_digest(&text[start..end]), paren as u32))
         })
         .collect();
     called.sort_unstable();
-    called.dedup();
     called
 }
 
@@ -494,7 +518,23 @@ impl<'a> Project<'a> {
         let digest = name_digest(name.as_bytes());
         self.modules
             .iter()
-            .any(|m| m.called.binary_search(&digest).is_ok())
+            .any(|m| !m.calls_of_digest(digest).is_empty())
+    }
+
+    /// Every call of a function or method named `name` in the project's modules, by module
+    /// and offset, and whether it lies in a top-level function or class (else in module code).
+    pub fn calls_of(&self, name: &str) -> Vec<(usize, u32, bool)> {
+        let digest = name_digest(name.as_bytes());
+        self.modules
+            .iter()
+            .enumerate()
+            .flat_map(|(i, m)| {
+                m.calls_of_digest(digest).iter().map(move |&(_, at)| {
+                    let in_block = m.blocks.iter().any(|&(s, e)| (s..e).contains(&at));
+                    (i, at, in_block)
+                })
+            })
+            .collect()
     }
 
     /// The module a dotted name denotes, seen from module `from`: where two modules end in the

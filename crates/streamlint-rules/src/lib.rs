@@ -97,6 +97,9 @@ pub struct Context<'b> {
     /// current stream reads: safe if that stream keeps the fork/join discipline (see
     /// `discipline`).
     relies_on: Vec<(Span, &'static str, StreamKey)>,
+    /// Findings, by span and rule, about what the caller does with the function's results or
+    /// arguments, in a function judged at its calls (see `Body::judged_at_calls`).
+    about_callers: Vec<(Span, &'static str)>,
 }
 
 impl<'b> Context<'b> {
@@ -171,6 +174,14 @@ impl<'b> Context<'b> {
     fn relies_on_discipline(&mut self, span: Span, code: &'static str, alloc: StreamId) {
         if let Some(key) = discipline::stream_key(self.body, alloc) {
             self.relies_on.push((span, code, key));
+        }
+    }
+
+    /// The `code` finding at `span` says what a caller must do with the function's results or
+    /// arguments: where the function is judged at its calls, so are the callers.
+    fn about_callers(&mut self, span: Span, code: &'static str) {
+        if self.body.judged_at_calls {
+            self.about_callers.push((span, code));
         }
     }
 
@@ -441,6 +452,10 @@ pub struct Judgement {
     pub relies_on: Vec<(Span, &'static str, StreamKey)>,
     /// The body's blocks of work on long-lived streams, for the run to tell that.
     pub regions: Vec<Region>,
+    /// Findings (by span and rule) about the hand-off to callers of a function judged at its
+    /// calls (see `Body::judged_at_calls`), with the function's name: the run tells whether
+    /// every call of it was judged.
+    pub about_callers: Vec<(Span, &'static str, String)>,
     /// Streams kept in module globals that the body lets go by other names (see
     /// `Body::aliased_streams`): their blocks there are not all seen.
     pub aliased: Vec<StreamKey>,
@@ -474,6 +489,7 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Judgement {
         findings: Vec::new(),
         reported: FxHashSet::default(),
         relies_on: Vec::new(),
+        about_callers: Vec::new(),
     };
     analysis.walk(|id, op, state| {
         for rule in &rules {
@@ -503,6 +519,12 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Judgement {
     } else {
         Vec::new()
     };
+    let about_callers = cx
+        .about_callers
+        .iter()
+        .filter(|(span, code)| findings.iter().any(|f| f.span == *span && f.code == *code))
+        .map(|&(span, code)| (span, code, body.name.clone()))
+        .collect();
     let aliased = body
         .aliased_streams
         .iter()
@@ -513,5 +535,6 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Judgement {
         relies_on,
         regions,
         aliased,
+        about_callers,
     }
 }

@@ -208,6 +208,7 @@ impl MissingRecordStream {
                     }
                 )),
             };
+            cx.about_callers(primary, "SL001");
             cx.report_once(buffer, finding);
             return;
         }
@@ -312,6 +313,9 @@ impl MissingRecordStream {
         };
         if kind.consumed_on_ambient() {
             cx.relies_on_discipline(span, "SL001", alloc);
+        }
+        if kind == EscapeKind::Caller {
+            cx.about_callers(span, "SL001");
         }
         cx.report_once(buffer, finding);
     }

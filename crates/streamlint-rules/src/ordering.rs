@@ -220,6 +220,9 @@ impl MissingStreamWait {
         };
         // Handed on, a value may need more than the wait (its record, a wait where the object
         // is used next): said in words.
+        if returned && left == EscapeKind::Caller {
+            cx.about_callers(op.span, "SL003");
+        }
         let fix = if returned || race.serializes {
             None
         } else {
