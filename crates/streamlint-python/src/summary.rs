@@ -230,9 +230,9 @@ impl Scan<'_> {
             Stmt::Assign { targets, value, .. } => {
                 for t in targets {
                     if let Expr::Name { id, .. } = t {
-                        if self.call_kind(value) == Some(ApiCall::CurrentStream) {
+                        if self.is_current_stream(value) {
                             self.current_names.insert(id.clone());
-                        } else {
+                        } else if !self.current_names.is_empty() {
                             self.current_names.remove(id);
                         }
                     }
@@ -295,7 +295,17 @@ impl Scan<'_> {
     fn is_current_stream(&self, expr: &Expr) -> bool {
         match expr {
             Expr::Name { id, .. } => self.current_names.contains(id),
-            _ => self.call_kind(expr) == Some(ApiCall::CurrentStream),
+            // Named so, before the name is resolved (most calls are not).
+            Expr::Call { func, .. } => {
+                let named = match func.as_ref() {
+                    Expr::Attribute { attr, .. } => attr.as_str(),
+                    Expr::Name { id, .. } => id.as_str(),
+                    _ => "",
+                };
+                named.ends_with("current_stream")
+                    && self.call_kind(expr) == Some(ApiCall::CurrentStream)
+            }
+            _ => false,
         }
     }
 

@@ -471,8 +471,7 @@ impl<'a> Lowerer<'a> {
         // project is lowered with the callee in place; with no such call, by the contract (see
         // `Body::uncalled`). Dunder methods and `forward` are called by the framework.
         let framework_called = def.name.starts_with("__") || def.name == "forward";
-        let called = self.cx.project.is_called(&def.name);
-        if stream_param && !framework_called && !called {
+        if stream_param && !framework_called && !self.cx.project.is_called(&def.name) {
             self.b.uncalled();
         }
         // A small top-level function is lowered in place wherever a lowered call reaches it.
@@ -480,9 +479,9 @@ impl<'a> Lowerer<'a> {
         let size = (def.span.end - def.span.start) as usize;
         if !is_method
             && self.class.is_none()
-            && called
             && size <= crate::project::SMALL_CALLEE_BYTES
             && module.lowers_in_place(&def.name, def.span.start)
+            && self.cx.project.is_called(&def.name)
         {
             self.b.judged_at_calls();
         }
