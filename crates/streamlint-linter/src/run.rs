@@ -274,12 +274,16 @@ fn settle_callers(project: &Project<'_>, done: &mut [Checked]) {
     if done.iter().all(|(_, _, d)| d.about_callers.is_empty()) {
         return;
     }
+    let paths: FxHashMap<usize, String> = done
+        .iter()
+        .filter_map(|(t, m, _)| Some(((*m)?, t.path.display().to_string())))
+        .collect();
     let lowered: FxHashMap<usize, Vec<Span>> = done
         .iter()
         .filter_map(|(_, m, d)| Some(((*m)?, d.lowered.clone())))
         .collect();
-    let judged = |(module, at, in_block): &(usize, u32, bool)| {
-        !in_block
+    let judged = |(module, at, block): &(usize, u32, Option<String>)| {
+        block.is_none()
             || lowered
                 .get(module)
                 .is_some_and(|spans| spans.iter().any(|s| (s.start..s.end).contains(at)))
@@ -287,7 +291,15 @@ fn settle_callers(project: &Project<'_>, done: &mut [Checked]) {
     for (_, _, decided) in done.iter_mut() {
         for (mut finding, function) in std::mem::take(&mut decided.about_callers) {
             let calls = project.calls_of(&function);
-            if !calls.is_empty() && calls.iter().all(judged) {
+            let unjudged: Vec<String> = calls
+                .iter()
+                .filter(|c| !judged(c))
+                .filter_map(|(module, _, block)| {
+                    let path = paths.get(module).map_or("", String::as_str);
+                    Some(format!("`{}` ({path})", block.as_deref()?))
+                })
+                .collect();
+            if !calls.is_empty() && unjudged.is_empty() {
                 finding.severity = Severity::Info;
                 finding.help = Some(format!(
                     "proven safe here: `{function}` is lowered in place at each of its calls in the checked files ({}), where what the caller does with it is judged",
@@ -295,6 +307,17 @@ fn settle_callers(project: &Project<'_>, done: &mut [Checked]) {
                 ));
                 decided.proven.push(finding);
             } else {
+                if let Some(first) = unjudged.first() {
+                    let help = finding.help.take().unwrap_or_default();
+                    finding.help = Some(format!(
+                        "{help}{}every caller must; the call in {first}{} is in code the analysis does not lower (it names no stream), where what it does with the result is not judged",
+                        if help.is_empty() { "" } else { "; " },
+                        match unjudged.len() {
+                            1 => String::new(),
+                            n => format!(" (and {} more)", n - 1),
+                        },
+                    ));
+                }
                 decided.findings.push(finding);
             }
         }

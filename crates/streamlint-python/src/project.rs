@@ -50,8 +50,9 @@ pub struct ModuleIndex {
     /// Digests of the names the module calls, each with the offset of the call's `(` (see
     /// [`called_names`]), sorted.
     called: Vec<(u64, u32)>,
-    /// The spans of its top-level functions and classes: a call outside them is module code.
-    blocks: Vec<(u32, u32)>,
+    /// Its top-level functions and classes, by span, with their names: a call outside them is
+    /// module code.
+    blocks: Vec<(u32, u32, String)>,
     /// The module names `saved_tensors_hooks` (see `hooks`).
     pub saved_tensor_hooks: bool,
     /// The module mentions datasets or data loaders, whose code may run in worker processes.
@@ -109,7 +110,11 @@ impl ModuleIndex {
             globals: outline.globals.into_iter().collect(),
             inert: inert_blocks(source, &outline.blocks, &marks),
             called: called_names(source.as_bytes()),
-            blocks: outline.blocks.iter().map(|b| (b.start, b.end)).collect(),
+            blocks: outline
+                .blocks
+                .iter()
+                .map(|b| (b.start, b.end, b.name.clone()))
+                .collect(),
             saved_tensor_hooks: !marks.saved_tensor_hooks.is_empty(),
             data_loading: !marks.data_loading.is_empty(),
         }
@@ -523,16 +528,20 @@ impl<'a> Project<'a> {
     }
 
     /// Every call of a function or method named `name` in the project's modules, by module
-    /// and offset, and whether it lies in a top-level function or class (else in module code).
-    pub fn calls_of(&self, name: &str) -> Vec<(usize, u32, bool)> {
+    /// and offset, with the top-level function or class it lies in (none: module code).
+    pub fn calls_of(&self, name: &str) -> Vec<(usize, u32, Option<String>)> {
         let digest = name_digest(name.as_bytes());
         self.modules
             .iter()
             .enumerate()
             .flat_map(|(i, m)| {
                 m.calls_of_digest(digest).iter().map(move |&(_, at)| {
-                    let in_block = m.blocks.iter().any(|&(s, e)| (s..e).contains(&at));
-                    (i, at, in_block)
+                    let block = m
+                        .blocks
+                        .iter()
+                        .find(|(s, e, _)| (*s..*e).contains(&at))
+                        .map(|(.., block)| block.clone());
+                    (i, at, block)
                 })
             })
             .collect()
