@@ -34,8 +34,8 @@ pub(crate) struct Decided {
     /// function's name (see `Body::judged_at_calls`): a whole run proves them where every call
     /// of the function is lowered.
     pub about_callers: Vec<(Finding, String)>,
-    /// The spans of the functions the file's analysis lowered.
-    pub lowered: Vec<streamlint_graph::Span>,
+    /// The file's calls lowered with the callee in place, with the callee's qualified name.
+    pub inlined: Vec<(streamlint_graph::Span, String)>,
 }
 
 impl Decided {

@@ -371,12 +371,11 @@ fn judge(
         .collect();
     let mut decided = disciplines::decide(findings, relying, regions);
     decided.aliased = aliased;
-    // Where the function is judged, for a whole run to tell whether every call of a function
-    // judged at its calls was lowered.
-    decided.lowered = complete
+    // The calls lowered with their callee in place, for a whole run to tell whether every call
+    // of a function judged at its calls was.
+    decided.inlined = complete
         .iter()
-        .filter(|b| b.name != "<module>")
-        .map(|b| b.span)
+        .flat_map(|b| b.inlined_calls.iter().cloned())
         .collect();
     // Suppression comments apply to every finding, those proven safe or left to the run to
     // decide included (their comment is then in use).

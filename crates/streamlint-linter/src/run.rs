@@ -267,9 +267,8 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
 }
 
 /// Findings about the hand-off to callers of a function judged at its calls (see
-/// `Body::judged_at_calls`) are proven where the project calls the function and every call lies
-/// in code the run lowered: module code, or a function it analysed. There the function was
-/// lowered in place and what the caller does with its results and arguments was judged.
+/// `Body::judged_at_calls`) are proven where the project calls the function and every call was
+/// lowered with the function in place: there what the caller does with its results was judged.
 fn settle_callers(project: &Project<'_>, done: &mut [Checked]) {
     if done.iter().all(|(_, _, d)| d.about_callers.is_empty()) {
         return;
@@ -278,18 +277,21 @@ fn settle_callers(project: &Project<'_>, done: &mut [Checked]) {
         .iter()
         .filter_map(|(t, m, _)| Some(((*m)?, t.path.display().to_string())))
         .collect();
-    let lowered: FxHashMap<usize, Vec<Span>> = done
+    let inlined: FxHashMap<usize, Vec<(Span, String)>> = done
         .iter()
-        .filter_map(|(_, m, d)| Some(((*m)?, d.lowered.clone())))
+        .filter_map(|(_, m, d)| Some(((*m)?, d.inlined.clone())))
         .collect();
-    let judged = |(module, at, block): &(usize, u32, Option<String>)| {
-        block.is_none()
-            || lowered
-                .get(module)
-                .is_some_and(|spans| spans.iter().any(|s| (s.start..s.end).contains(at)))
-    };
     for (_, _, decided) in done.iter_mut() {
         for (mut finding, function) in std::mem::take(&mut decided.about_callers) {
+            // A call is judged where it was lowered with this function in place.
+            let suffix = format!(".{function}");
+            let judged = |(module, at, _): &(usize, u32, Option<String>)| {
+                inlined.get(module).is_some_and(|calls| {
+                    calls.iter().any(|(span, callee)| {
+                        (span.start..span.end).contains(at) && callee.ends_with(&suffix)
+                    })
+                })
+            };
             let calls = project.calls_of(&function);
             let unjudged: Vec<String> = calls
                 .iter()
@@ -310,7 +312,7 @@ fn settle_callers(project: &Project<'_>, done: &mut [Checked]) {
                 if let Some(first) = unjudged.first() {
                     let help = finding.help.take().unwrap_or_default();
                     finding.help = Some(format!(
-                        "{help}{}every caller must; the call in {first}{} is in code the analysis does not lower (it names no stream), where what it does with the result is not judged",
+                        "{help}{}every caller must; the call in {first}{} is in code the analysis does not lower with it in place (code that names no stream, or a call it does not resolve), where what it does with the result is not judged",
                         if help.is_empty() { "" } else { "; " },
                         match unjudged.len() {
                             1 => String::new(),
