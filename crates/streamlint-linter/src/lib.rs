@@ -275,7 +275,7 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
 }
 
 /// [`check_source`], with the findings proven safe by a stream discipline too: (findings,
-/// proven).
+/// proven). A file on its own proves none at its callers.
 pub fn check_text(path: &Path, source: &str, settings: &Settings) -> (Vec<Finding>, Vec<Finding>) {
     let language = Language::of(path).unwrap_or(Language::Python);
     if !worth_parsing(language, source.as_bytes(), settings) {
@@ -295,7 +295,8 @@ pub fn check_text(path: &Path, source: &str, settings: &Settings) -> (Vec<Findin
 }
 
 /// The findings of one file from its lowered bodies (or the error that stopped its parse), with
-/// those proven safe by a stream discipline apart (see `disciplines`).
+/// those proven safe by a stream discipline apart and those that rest on other files left for
+/// the run (see `disciplines`).
 fn judge(
     source: &str,
     language: Language,

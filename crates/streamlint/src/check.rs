@@ -19,7 +19,8 @@ struct Checked {
     path: String,
     source: String,
     findings: Vec<Finding>,
-    /// Findings proven safe by a stream discipline: shown with `--show-proven` only.
+    /// Findings proven safe by a stream discipline or at their callers: shown with
+    /// `--show-proven` only.
     proven: Vec<Finding>,
 }
 
@@ -356,7 +357,7 @@ fn report(
             };
             writeln!(
                 out,
-                "{proven} more finding{s} {are} proven safe by a stream discipline (`--show-proven` lists them, with why)."
+                "{proven} more finding{s} {are} proven safe by a stream discipline or at their callers (`--show-proven` lists them, with why)."
             )?;
         }
     }

@@ -57,8 +57,9 @@ struct CheckArgs {
     /// Print how many findings each rule reported instead of the findings.
     #[arg(long)]
     statistics: bool,
-    /// Also list, as information, the findings proven safe by a stream discipline (every
-    /// block on the stream starts with a wait on the current stream), each saying why.
+    /// Also list, as information, the findings proven safe elsewhere in the program (every
+    /// block on the stream starts with a wait on the current stream, or every caller is
+    /// judged with the function in place), each saying why.
     #[arg(long)]
     show_proven: bool,
     /// Apply the safe fixes to the files (and the unsafe ones with `--unsafe-fixes`).
