@@ -191,6 +191,9 @@ pub enum ReleaseCause {
     Drop,
     /// The owner went out of scope (a Rust drop at a closing brace): no line of its own.
     ScopeDrop,
+    /// Freed as a call lowered in place returns: the callee's locals, and what the caller made
+    /// only to pass to it (`helper(x.clone())`).
+    CallReturn,
     /// Freed in stream order on this stream (`drop_async(&s)`, `cuMemFreeAsync`).
     FreeOn(StreamId),
 }

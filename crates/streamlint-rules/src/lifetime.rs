@@ -28,6 +28,7 @@ impl Rule for MissingRecordStream {
                 let (site, free_stream) = match cause {
                     ReleaseCause::FreeOn(s) => (ReleaseSite::Here, Some(s)),
                     ReleaseCause::ScopeDrop => (ReleaseSite::ScopeEnd(op.span), None),
+                    ReleaseCause::CallReturn => (ReleaseSite::CallReturn(op.span), None),
                     _ => (ReleaseSite::Here, None),
                 };
                 self.check_release(cx, state, buffer, op.span, site, free_stream)
@@ -71,6 +72,8 @@ enum ReleaseSite {
     FunctionEnd(Span),
     /// The owner goes out of scope at this closing brace (Rust).
     ScopeEnd(Span),
+    /// Freed as the call at this span returns (see `ReleaseCause::CallReturn`).
+    CallReturn(Span),
     /// A tensor the caller passed in goes back to it when the function returns: from then on
     /// the caller may free or overwrite it on its current stream.
     BackToCaller(Span),
@@ -150,6 +153,10 @@ impl MissingRecordStream {
                 cx.span(last_use),
                 format!("`{name}` is dropped at the end of its scope"),
             ),
+            ReleaseSite::CallReturn(_) => (
+                cx.span(last_use),
+                format!("`{name}` is freed when the call returns"),
+            ),
             ReleaseSite::Here => (span, format!("`{name}` is freed here")),
             ReleaseSite::BackToCaller(_) => (
                 cx.span(last_use),
@@ -178,6 +185,10 @@ impl MissingRecordStream {
             ReleaseSite::ScopeEnd(end) => labels.push(Label {
                 span: end,
                 message: "dropped here".into(),
+            }),
+            ReleaseSite::CallReturn(call) => labels.push(Label {
+                span: call,
+                message: "freed when this call returns".into(),
             }),
             ReleaseSite::BackToCaller(end) => labels.push(Label {
                 span: end,

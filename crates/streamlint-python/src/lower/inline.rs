@@ -101,7 +101,11 @@ impl<'a> Lowerer<'a> {
     ) -> Value {
         let def = callee.def;
         // The caller evaluates the arguments, in its own context.
+        let first_argument = self.b.body().buffers.len();
+        // What the arguments make is not the call's value: not named after its binding.
+        let binding = self.binding.take();
         let bound = self.bind_arguments(def, args, keywords);
+        self.binding = binding;
         // `side = helper(x)`: the name the call's value goes to.
         let assigned_to = self
             .binding
@@ -165,7 +169,7 @@ impl<'a> Lowerer<'a> {
         self.forwarded = saved.forwarded;
         self.restores_stream = saved.restores_stream;
         self.declared_globals = saved.declared_globals;
-        self.release_callee_locals(first_buffer, &result, span);
+        self.release_callee_locals((first_argument, first_buffer), &result, span);
         self.b.end_inline(outer);
         self.name_returned_stream(&result, first_stream, span);
         if let Some(name) = assigned_to {
@@ -206,6 +210,25 @@ impl<'a> Lowerer<'a> {
         let stream = self.b.stream_mut(*s);
         stream.display = format!("`{call}`");
         stream.expr = call;
+    }
+
+    /// A value the code never names (`x.clone()` passed to a call) is named in messages by the
+    /// expression that makes it, where that is short.
+    fn name_by_source(&mut self, buffer: BufferId) {
+        if self.b.body().buffer(buffer).spelled {
+            return;
+        }
+        let made_at = self.b.body().ops.iter().find_map(|op| match op.kind {
+            OpKind::Produce { buffer: b, .. } if b == buffer => Some(op.span),
+            _ => None,
+        });
+        let text = made_at
+            .and_then(|span| std::str::from_utf8(self.cx.text(span)).ok())
+            .filter(|t| !t.contains('\n') && t.len() <= 60)
+            .map(str::to_string);
+        if let Some(text) = text {
+            self.b.buffer_mut(buffer).name = text;
+        }
     }
 
     /// `return v` inside a callee lowered in place: `v` is the call's value (merged over the
@@ -325,25 +348,35 @@ impl<'a> Lowerer<'a> {
         out
     }
 
-    /// The callee's frame goes away: device tensors it made and neither returned nor left with
-    /// the caller's names are freed at the call.
-    fn release_callee_locals(&mut self, first: usize, result: &Value, span: Span) {
-        let made: Vec<BufferId> = (first..self.b.body().buffers.len())
-            .map(|i| BufferId(i as u32))
-            .filter(|b| {
-                let buffer = self.b.body().buffer(*b);
-                buffer.owner == Owner::Local
-                    && buffer.memory == Memory::Device
-                    && self.produced.contains(b)
-                    && !result.holds(*b)
-                    && !self.env.values().any(|v| v.holds(*b))
-            })
-            .collect();
+    /// The callee's frame goes away: device tensors it made, and those the caller made only to
+    /// pass to it (`helper(x.clone())`), neither returned, kept elsewhere nor left with the
+    /// caller's names, are freed at the call.
+    /// `first` holds where the caller's arguments' buffers start and where the callee's do.
+    fn release_callee_locals(&mut self, first: (usize, usize), result: &Value, span: Span) {
+        let (first, callee_first) = first;
+        let made: Vec<BufferId> =
+            (first..self.b.body().buffers.len())
+                .map(|i| BufferId(i as u32))
+                .filter(|b| {
+                    let buffer = self.b.body().buffer(*b);
+                    buffer.owner == Owner::Local
+                        && buffer.memory == Memory::Device
+                        && self.produced.contains(b)
+                        && !result.holds(*b)
+                        && !self.env.values().any(|v| v.holds(*b))
+                        && !self.b.body().ops.iter().any(
+                            |op| matches!(op.kind, OpKind::Escape { buffer, .. } if buffer == *b),
+                        )
+                })
+                .collect();
         for buffer in made {
+            if (buffer.0 as usize) < callee_first {
+                self.name_by_source(buffer);
+            }
             self.b.push(
                 OpKind::Release {
                     buffer,
-                    cause: ReleaseCause::ScopeDrop,
+                    cause: ReleaseCause::CallReturn,
                 },
                 span,
             );
