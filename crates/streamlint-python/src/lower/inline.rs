@@ -61,6 +61,16 @@ pub(super) fn stream_like(name: &str, annotation: &str) -> bool {
     annotation.ends_with("Stream") || name == "stream" || name.ends_with("_stream")
 }
 
+/// Where a call lowered in place began, in the body's buffers and ops.
+struct CallStart {
+    /// The first buffer the caller made for the call's arguments.
+    arguments: usize,
+    /// The first buffer the callee made.
+    callee: usize,
+    /// The first op of the call, arguments included.
+    ops: usize,
+}
+
 impl<'a> Lowerer<'a> {
     /// Is a project function lowered in place at this call? Small functions (getters and
     /// setters of a cached stream, wrappers of one call) are cheap to lower whatever they do; a
@@ -102,6 +112,7 @@ impl<'a> Lowerer<'a> {
         let def = callee.def;
         // The caller evaluates the arguments, in its own context.
         let first_argument = self.b.body().buffers.len();
+        let first_op = self.b.body().ops.len();
         // What the arguments make is not the call's value: not named after its binding.
         let binding = self.binding.take();
         let bound = self.bind_arguments(def, args, keywords);
@@ -169,7 +180,12 @@ impl<'a> Lowerer<'a> {
         self.forwarded = saved.forwarded;
         self.restores_stream = saved.restores_stream;
         self.declared_globals = saved.declared_globals;
-        self.release_callee_locals((first_argument, first_buffer), &result, span);
+        let start = CallStart {
+            arguments: first_argument,
+            callee: first_buffer,
+            ops: first_op,
+        };
+        self.release_callee_locals(start, &result, span);
         self.b.end_inline(outer);
         self.name_returned_stream(&result, first_stream, span);
         if let Some(name) = assigned_to {
@@ -351,26 +367,29 @@ impl<'a> Lowerer<'a> {
     /// The callee's frame goes away: device tensors it made, and those the caller made only to
     /// pass to it (`helper(x.clone())`), neither returned, kept elsewhere nor left with the
     /// caller's names, are freed at the call.
-    /// `first` holds where the caller's arguments' buffers start and where the callee's do.
-    fn release_callee_locals(&mut self, first: (usize, usize), result: &Value, span: Span) {
-        let (first, callee_first) = first;
-        let made: Vec<BufferId> =
-            (first..self.b.body().buffers.len())
-                .map(|i| BufferId(i as u32))
-                .filter(|b| {
-                    let buffer = self.b.body().buffer(*b);
-                    buffer.owner == Owner::Local
-                        && buffer.memory == Memory::Device
-                        && self.produced.contains(b)
-                        && !result.holds(*b)
-                        && !self.env.values().any(|v| v.holds(*b))
-                        && !self.b.body().ops.iter().any(
-                            |op| matches!(op.kind, OpKind::Escape { buffer, .. } if buffer == *b),
-                        )
-                })
-                .collect();
+    fn release_callee_locals(&mut self, start: CallStart, result: &Value, span: Span) {
+        // Kept by someone else since the call began.
+        let escaped: Vec<BufferId> = self.b.body().ops[start.ops..]
+            .iter()
+            .filter_map(|op| match op.kind {
+                OpKind::Escape { buffer, .. } => Some(buffer),
+                _ => None,
+            })
+            .collect();
+        let made: Vec<BufferId> = (start.arguments..self.b.body().buffers.len())
+            .map(|i| BufferId(i as u32))
+            .filter(|b| {
+                let buffer = self.b.body().buffer(*b);
+                buffer.owner == Owner::Local
+                    && buffer.memory == Memory::Device
+                    && self.produced.contains(b)
+                    && !result.holds(*b)
+                    && !self.env.values().any(|v| v.holds(*b))
+                    && !escaped.contains(b)
+            })
+            .collect();
         for buffer in made {
-            if (buffer.0 as usize) < callee_first {
+            if (buffer.0 as usize) < start.callee {
                 self.name_by_source(buffer);
             }
             self.b.push(
