@@ -576,63 +576,6 @@ impl<'a> Lowerer<'a> {
         id
     }
 
-    /// A stream known by its source text: an attribute, a parameter, a cached stream.
-    fn named_stream(&mut self, name: &str) -> StreamId {
-        let is_param = self.params.iter().any(|p| p == name);
-        // A module global (`copy_stream = ...` at the top of the module) is one stream for the
-        // function and every callee of its module lowered in place; other names are the
-        // function's own.
-        let global = !name.contains(['.', '['])
-            && !is_param
-            && self
-                .cx
-                .project
-                .module(self.cx.module)
-                .globals
-                .contains(name);
-        let global_key = (self.cx.module, name.to_string());
-        let known = if global {
-            self.global_streams.get(&global_key)
-        } else {
-            self.named_streams.get(name)
-        };
-        if let Some(s) = known {
-            return *s;
-        }
-        let origin = if global {
-            StreamOrigin::Global
-        } else if name.starts_with("self.") {
-            StreamOrigin::Attribute
-        } else if is_param {
-            StreamOrigin::Parameter
-        } else {
-            StreamOrigin::Unknown
-        };
-        let home = global.then(|| self.global_home(name));
-        let id = self.b.add_stream(Stream {
-            display: format!("`{name}`"),
-            expr: name.to_string(),
-            origin,
-            span: None,
-            home,
-        });
-        if global {
-            self.global_streams.insert(global_key, id);
-        } else {
-            self.named_streams.insert(name.to_string(), id);
-        }
-        id
-    }
-
-    /// The qualified name of the module global `name` (of the module being lowered, or the one
-    /// it was imported from): how every file knows the stream it holds.
-    fn global_home(&self, name: &str) -> String {
-        match self.cx.imports.bound(name) {
-            Some(qualified) => qualified.to_string(),
-            None => format!("{}.{name}", self.cx.project.module(self.cx.module).name),
-        }
-    }
-
     /// A name for the value being produced: the assigned name, else the source text.
     fn value_name(&self, fallback: &str) -> String {
         self.binding.clone().unwrap_or_else(|| fallback.to_string())
@@ -841,15 +784,6 @@ impl<'a> Lowerer<'a> {
         }
         for buffer in value.buffers() {
             self.b.push(OpKind::Escape { buffer, kind }, span);
-        }
-    }
-
-    /// Streams among `values` go to code that is not followed, under other names.
-    fn alias_streams(&mut self, values: &[Value]) {
-        for v in values {
-            if let Value::Stream(s) = v {
-                self.b.alias_stream(*s);
-            }
         }
     }
 
