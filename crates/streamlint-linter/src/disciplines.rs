@@ -73,15 +73,12 @@ pub(crate) fn decide(
             decided.pending.push((finding, key));
             continue;
         }
-        let blocks: Vec<Block> = regions
-            .iter()
-            .filter(|r| r.key == key)
-            .map(|region| Block {
-                region,
-                elsewhere: None,
-            })
-            .collect();
-        place(&mut decided, finding, &blocks, "in this module");
+        place(
+            &mut decided,
+            finding,
+            &here(&regions, &key),
+            "in this module",
+        );
     }
     decided
 }
@@ -137,17 +134,21 @@ pub(crate) fn settle_alone(decided: &mut Decided) {
             decided.findings.push(finding);
             continue;
         }
-        let blocks: Vec<Block> = regions
-            .iter()
-            .filter(|r| r.key == key)
-            .map(|region| Block {
-                region,
-                elsewhere: None,
-            })
-            .collect();
-        place(decided, finding, &blocks, "in this file");
+        place(decided, finding, &here(&regions, &key), "in this file");
     }
     decided.sort();
+}
+
+/// The blocks of the stream `key` among `regions`, all in the file being decided.
+fn here<'r>(regions: &'r [Region], key: &StreamKey) -> Vec<Block<'r>> {
+    regions
+        .iter()
+        .filter(|r| r.key == *key)
+        .map(|region| Block {
+            region,
+            elsewhere: None,
+        })
+        .collect()
 }
 
 /// Report `finding`, or keep it as proven, by the blocks of its stream.
