@@ -152,7 +152,7 @@ fn waits_first(
                 // The entry, reached with no wait.
                 return false;
             }
-            // Code nothing reaches (after a `raise`, under a flag known to be off).
+            // Code nothing reaches (after a `return` or a `raise`).
             continue;
         }
         for &p in from {
