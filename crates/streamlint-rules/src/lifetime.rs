@@ -219,8 +219,10 @@ impl MissingRecordStream {
                     }
                 )),
             };
-            // Not left to the callers: an argument the caller makes for the call (`x.clone()`)
-            // dies when the call returns, which the caller's code does not show.
+            // Where the function is lowered in place at its calls, each caller is judged with
+            // this work pending on its argument (a value it made only for the call is freed as
+            // the call returns).
+            cx.about_callers(primary, "SL001");
             cx.report_once(buffer, finding);
             return;
         }
