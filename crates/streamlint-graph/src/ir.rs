@@ -451,8 +451,8 @@ pub struct Body {
     /// know, handed a stream, the stream is taken to wait for the current one. Enough not to
     /// report a race on the helper's word, not to prove a stream discipline with.
     pub assumed_waits: Vec<OpId>,
-    /// A small top-level function the project calls: every call that is lowered lowers it in
-    /// place, in the caller's context, so what a caller does with its results and arguments
+    /// A small top-level function: every call of it that is lowered lowers it in place, in the
+    /// caller's context, so what a caller does with its results and arguments
     /// (joins them, or not) is judged there. Its own findings about that hand-off only say
     /// what a caller must do; the run keeps them where some call of it is not lowered.
     pub judged_at_calls: bool,

@@ -14,6 +14,8 @@
 //! findings with the blocks of every file ([`settle`]); a file checked on its own, with its
 //! own blocks.
 
+use std::path::Path;
+
 use streamlint_rules::{Finding, Label, Region, Severity, StreamKey};
 
 /// A file's findings once its disciplines are decided: reported, proven safe, and left for the
@@ -85,8 +87,8 @@ pub(crate) fn decide(
 
 /// Decide the pending findings of each file with the blocks of every file: `files` are each
 /// file's path, text and decisions so far.
-pub(crate) fn settle<'t>(files: &mut [(&'t str, &'t str, &mut Decided)]) {
-    let places: Vec<(&str, &str)> = files.iter().map(|(path, text, _)| (*path, *text)).collect();
+pub(crate) fn settle<'t>(files: &mut [(&'t Path, &'t str, &mut Decided)]) {
+    let places: Vec<(&Path, &str)> = files.iter().map(|(path, text, _)| (*path, *text)).collect();
     let aliased: Vec<StreamKey> = files
         .iter()
         .flat_map(|(_, _, d)| d.aliased.iter().cloned())
@@ -111,7 +113,8 @@ pub(crate) fn settle<'t>(files: &mut [(&'t str, &'t str, &mut Decided)]) {
                     elsewhere: (*file != i).then(|| {
                         let (path, text) = &places[*file];
                         let before = &text.as_bytes()[..region.header.start as usize];
-                        format!("{path}:{}", memchr::memchr_iter(b'\n', before).count() + 1)
+                        let line = memchr::memchr_iter(b'\n', before).count() + 1;
+                        format!("{}:{line}", path.display())
                     }),
                 })
                 .collect();

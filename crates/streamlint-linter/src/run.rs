@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
-use streamlint_graph::{Body, Deadline, Span};
+use streamlint_graph::{Body, Deadline};
 use streamlint_python::{module_name, ModuleIndex, Project};
 use streamlint_rules::{Finding, Severity};
 
@@ -249,14 +249,9 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     let mut done: Vec<Checked> = done.drain(..).filter_map(Result::ok).collect();
     settle_callers(&project, &mut done);
     // Streams kept in module globals: decided with the blocks of every file.
-    let paths: Vec<String> = done
-        .iter()
-        .map(|(t, ..)| t.path.display().to_string())
-        .collect();
-    let mut files: Vec<(&str, &str, &mut Decided)> = done
+    let mut files: Vec<(&Path, &str, &mut Decided)> = done
         .iter_mut()
-        .zip(&paths)
-        .map(|((t, _, d), path)| (path.as_str(), t.source.as_str(), d))
+        .map(|(t, _, d)| (t.path.as_path(), t.source.as_str(), d))
         .collect();
     crate::disciplines::settle(&mut files);
     reports.extend(
@@ -273,58 +268,96 @@ fn settle_callers(project: &Project<'_>, done: &mut [Checked]) {
     if done.iter().all(|(_, _, d)| d.about_callers.is_empty()) {
         return;
     }
-    let paths: FxHashMap<usize, String> = done
+    // Each module's file, by its place in the project.
+    let files: FxHashMap<usize, usize> = done
         .iter()
-        .filter_map(|(t, m, _)| Some(((*m)?, t.path.display().to_string())))
+        .enumerate()
+        .filter_map(|(i, (_, m, _))| Some(((*m)?, i)))
         .collect();
-    let inlined: FxHashMap<usize, Vec<(Span, String)>> = done
+    // First every verdict, from the calls each file lowered; then each file's findings move.
+    let verdicts: Vec<Vec<Result<String, Option<String>>>> = done
         .iter()
-        .filter_map(|(_, m, d)| Some(((*m)?, d.inlined.clone())))
-        .collect();
-    for (_, _, decided) in done.iter_mut() {
-        for (mut finding, function) in std::mem::take(&mut decided.about_callers) {
-            // A call is judged where it was lowered with this function in place.
-            let suffix = format!(".{function}");
-            let judged = |(module, at, _): &(usize, u32, Option<String>)| {
-                inlined.get(module).is_some_and(|calls| {
-                    calls.iter().any(|(span, callee)| {
-                        (span.start..span.end).contains(at) && callee.ends_with(&suffix)
-                    })
-                })
-            };
-            let calls = project.calls_of(&function);
-            let unjudged: Vec<String> = calls
+        .map(|(_, _, decided)| {
+            decided
+                .about_callers
                 .iter()
-                .filter(|c| !judged(c))
-                .filter_map(|(module, _, block)| {
-                    let path = paths.get(module).map_or("", String::as_str);
-                    Some(format!("`{}` ({path})", block.as_deref()?))
-                })
-                .collect();
-            if !calls.is_empty() && unjudged.is_empty() {
-                finding.severity = Severity::Info;
-                finding.help = Some(format!(
-                    "proven safe here: `{function}` is lowered in place at each of its calls in the checked files ({}), where what the caller does with it is judged",
-                    calls.len()
-                ));
-                decided.proven.push(finding);
-            } else {
-                if let Some(first) = unjudged.first() {
-                    let help = finding.help.take().unwrap_or_default();
-                    finding.help = Some(format!(
-                        "{help}{}every caller must; the call in {first}{} is in code the analysis does not lower with it in place (code that names no stream, or a call it does not resolve), where what it does with the result is not judged",
-                        if help.is_empty() { "" } else { "; " },
-                        match unjudged.len() {
-                            1 => String::new(),
-                            n => format!(" (and {} more)", n - 1),
-                        },
-                    ));
+                .map(|(_, function)| callers_verdict(project, done, &files, function))
+                .collect()
+        })
+        .collect();
+    for ((_, _, decided), verdicts) in done.iter_mut().zip(verdicts) {
+        let findings = std::mem::take(&mut decided.about_callers);
+        for ((mut finding, _), verdict) in findings.into_iter().zip(verdicts) {
+            match verdict {
+                Ok(proof) => {
+                    finding.severity = Severity::Info;
+                    finding.help = Some(proof);
+                    decided.proven.push(finding);
                 }
-                decided.findings.push(finding);
+                Err(unjudged) => {
+                    if let Some(unjudged) = unjudged {
+                        let help = finding.help.take().unwrap_or_default();
+                        finding.help = Some(format!(
+                            "{help}{}every caller must; {unjudged}",
+                            if help.is_empty() { "" } else { "; " },
+                        ));
+                    }
+                    decided.findings.push(finding);
+                }
             }
         }
         decided.findings.sort_by_key(|f| (f.span, f.code));
         decided.proven.sort_by_key(|f| (f.span, f.code));
+    }
+}
+
+/// Whether every call of `function` in the project was lowered with it in place: the proof, or
+/// the calls that were not, as the help names them.
+fn callers_verdict(
+    project: &Project<'_>,
+    done: &[Checked],
+    files: &FxHashMap<usize, usize>,
+    function: &str,
+) -> Result<String, Option<String>> {
+    let suffix = format!(".{function}");
+    let judged = |(module, at, _): &(usize, u32, Option<String>)| {
+        files.get(module).is_some_and(|&i| {
+            done[i].2.inlined.iter().any(|(span, callee)| {
+                (span.start..span.end).contains(at) && callee.ends_with(&suffix)
+            })
+        })
+    };
+    let calls = project.calls_of(function);
+    let unjudged: Vec<String> = calls
+        .iter()
+        .filter(|c| !judged(c))
+        .map(|(module, _, block)| {
+            let path = files
+                .get(module)
+                .map(|&i| done[i].0.path.display().to_string())
+                .unwrap_or_default();
+            match block {
+                Some(block) => format!("`{block}` ({path})"),
+                None => format!("the module code of {path}"),
+            }
+        })
+        .collect();
+    if calls.is_empty() {
+        return Err(None);
+    }
+    match unjudged.as_slice() {
+        [] => Ok(format!(
+            "proven safe here: `{function}` is lowered in place at each of its calls in the checked files ({}), where what the caller does with it is judged",
+            calls.len()
+        )),
+        [first, rest @ ..] => Err(Some(format!(
+            "the call in {first}{} is in code the analysis does not lower with it in place (code that names no stream, or a call it does not resolve), where what it does with the result is not judged",
+            if rest.is_empty() {
+                String::new()
+            } else {
+                format!(" (and {} more)", rest.len())
+            },
+        ))),
     }
 }
 

@@ -474,14 +474,14 @@ impl<'a> Lowerer<'a> {
         if stream_param && !framework_called && !self.cx.project.is_called(&def.name) {
             self.b.uncalled();
         }
-        // A small top-level function is lowered in place wherever a lowered call reaches it.
+        // A small top-level function is lowered in place wherever a lowered call reaches it
+        // (whether any does, the run tells).
         let module = self.cx.project.module(self.cx.module);
         let size = (def.span.end - def.span.start) as usize;
         if !is_method
             && self.class.is_none()
             && size <= crate::project::SMALL_CALLEE_BYTES
             && module.lowers_in_place(&def.name, def.span.start)
-            && self.cx.project.is_called(&def.name)
         {
             self.b.judged_at_calls();
         }
