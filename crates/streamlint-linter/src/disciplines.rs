@@ -124,13 +124,20 @@ pub(crate) fn settle<'t>(files: &mut [(&'t Path, &'t str, &mut Decided)]) {
     }
 }
 
-/// Decide the pending findings of a file checked on its own, with its own blocks. The calls of
-/// its functions in other files are not seen: their hand-offs to callers stay reported.
-pub(crate) fn settle_alone(decided: &mut Decided) {
-    let about_callers = std::mem::take(&mut decided.about_callers);
-    decided
-        .findings
-        .extend(about_callers.into_iter().map(|(f, _)| f));
+/// Decide the pending findings of a file checked on its own, with its own blocks. With its
+/// `source`, the file is the whole of its run, and its own calls of its helpers decide their
+/// hand-offs to callers; without (a file among others the check does not lower, as in the
+/// editor), those stay reported.
+pub(crate) fn settle_alone(decided: &mut Decided, source: Option<&str>) {
+    match source {
+        Some(source) => crate::callers::settle_file(decided, source),
+        None => {
+            let about_callers = std::mem::take(&mut decided.about_callers);
+            decided
+                .findings
+                .extend(about_callers.into_iter().map(|(f, _)| f));
+        }
+    }
     let regions = std::mem::take(&mut decided.shared_regions);
     for (finding, key) in std::mem::take(&mut decided.pending) {
         if decided.aliased.contains(&key) {

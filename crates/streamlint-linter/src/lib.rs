@@ -2,6 +2,7 @@
 //! without parsing them, runs the frontend and the rules on the rest in parallel, and turns
 //! unreadable or unparsable files into findings of their own.
 
+mod callers;
 mod config;
 mod disciplines;
 mod discover;
@@ -275,7 +276,7 @@ pub fn check_source(path: &Path, source: &str, settings: &Settings) -> Vec<Findi
 }
 
 /// [`check_source`], with the findings proven safe by a stream discipline too: (findings,
-/// proven). A file on its own proves none at its callers.
+/// proven). The file is the whole run: its own calls judge its helpers.
 pub fn check_text(path: &Path, source: &str, settings: &Settings) -> (Vec<Finding>, Vec<Finding>) {
     let language = Language::of(path).unwrap_or(Language::Python);
     if !worth_parsing(language, source.as_bytes(), settings) {
@@ -290,7 +291,7 @@ pub fn check_text(path: &Path, source: &str, settings: &Settings) -> (Vec<Findin
         }
     };
     let mut decided = judge(source, language, lowered, settings);
-    disciplines::settle_alone(&mut decided);
+    disciplines::settle_alone(&mut decided, Some(source));
     (decided.findings, decided.proven)
 }
 
@@ -372,11 +373,11 @@ fn judge(
         .collect();
     let mut decided = disciplines::decide(findings, relying, regions);
     decided.aliased = aliased;
-    // The calls lowered with their callee in place, for a whole run to tell whether every call
-    // of a function judged at its calls was.
+    // The calls lowered with their callee in place and judged whole, for a whole run to tell
+    // whether every call of a function judged at its calls was.
     decided.inlined = complete
         .iter()
-        .flat_map(|b| b.inlined_calls.iter().cloned())
+        .flat_map(|b| callers::judged_calls(b))
         .collect();
     // Suppression comments apply to every finding, those proven safe or left to the run to
     // decide included (their comment is then in use).

@@ -8,10 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
 use streamlint_graph::{Body, Deadline};
 use streamlint_python::{module_name, ModuleIndex, Project};
-use streamlint_rules::{Finding, Severity};
+use streamlint_rules::Finding;
 
 use crate::disciplines::Decided;
 use crate::{error_finding, judge, worth_parsing, FileReport, Language, Settings, MAX_FILE_BYTES};
@@ -35,7 +34,7 @@ pub(crate) struct Text {
 
 /// A file checked in a run: its text, its module in the project (Python), and its findings
 /// before the run decides those that rest on other files.
-type Checked = (Text, Option<usize>, Decided);
+pub(crate) type Checked = (Text, Option<usize>, Decided);
 
 /// A file after indexing: its text is not kept.
 enum Indexed {
@@ -247,7 +246,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     let (mut done, errors): (Vec<_>, Vec<_>) = checked.into_iter().partition(Result::is_ok);
     reports.extend(errors.into_iter().filter_map(Result::err));
     let mut done: Vec<Checked> = done.drain(..).filter_map(Result::ok).collect();
-    settle_callers(&project, &mut done);
+    crate::callers::settle_run(&project, &mut done);
     // Streams kept in module globals: decided with the blocks of every file.
     let mut files: Vec<(&Path, &str, &mut Decided)> = done
         .iter_mut()
@@ -259,106 +258,6 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
             .map(|(t, _, decided)| decided_report(&t.path, t.source, decided)),
     );
     reports
-}
-
-/// Findings about the hand-off to callers of a function judged at its calls (see
-/// `Body::judged_at_calls`) are proven where the project calls the function and every call was
-/// lowered with the function in place: there what the caller does with its results was judged.
-fn settle_callers(project: &Project<'_>, done: &mut [Checked]) {
-    if done.iter().all(|(_, _, d)| d.about_callers.is_empty()) {
-        return;
-    }
-    // Each module's file, by its place in the project.
-    let files: FxHashMap<usize, usize> = done
-        .iter()
-        .enumerate()
-        .filter_map(|(i, (_, m, _))| Some(((*m)?, i)))
-        .collect();
-    // First every verdict, from the calls each file lowered; then each file's findings move.
-    let verdicts: Vec<Vec<Result<String, Option<String>>>> = done
-        .iter()
-        .map(|(_, _, decided)| {
-            decided
-                .about_callers
-                .iter()
-                .map(|(_, function)| callers_verdict(project, done, &files, function))
-                .collect()
-        })
-        .collect();
-    for ((_, _, decided), verdicts) in done.iter_mut().zip(verdicts) {
-        let findings = std::mem::take(&mut decided.about_callers);
-        for ((mut finding, _), verdict) in findings.into_iter().zip(verdicts) {
-            match verdict {
-                Ok(proof) => {
-                    finding.severity = Severity::Info;
-                    finding.help = Some(proof);
-                    decided.proven.push(finding);
-                }
-                Err(unjudged) => {
-                    if let Some(unjudged) = unjudged {
-                        let help = finding.help.take().unwrap_or_default();
-                        finding.help = Some(format!(
-                            "{help}{}every caller must; {unjudged}",
-                            if help.is_empty() { "" } else { "; " },
-                        ));
-                    }
-                    decided.findings.push(finding);
-                }
-            }
-        }
-        decided.findings.sort_by_key(|f| (f.span, f.code));
-        decided.proven.sort_by_key(|f| (f.span, f.code));
-    }
-}
-
-/// Whether every call of `function` in the project was lowered with it in place: the proof, or
-/// the calls that were not, as the help names them.
-fn callers_verdict(
-    project: &Project<'_>,
-    done: &[Checked],
-    files: &FxHashMap<usize, usize>,
-    function: &str,
-) -> Result<String, Option<String>> {
-    let suffix = format!(".{function}");
-    let judged = |(module, at, _): &(usize, u32, Option<String>)| {
-        files.get(module).is_some_and(|&i| {
-            done[i].2.inlined.iter().any(|(span, callee)| {
-                (span.start..span.end).contains(at) && callee.ends_with(&suffix)
-            })
-        })
-    };
-    let calls = project.calls_of(function);
-    let unjudged: Vec<String> = calls
-        .iter()
-        .filter(|c| !judged(c))
-        .map(|(module, _, block)| {
-            let path = files
-                .get(module)
-                .map(|&i| done[i].0.path.display().to_string())
-                .unwrap_or_default();
-            match block {
-                Some(block) => format!("`{block}` ({path})"),
-                None => format!("the module code of {path}"),
-            }
-        })
-        .collect();
-    if calls.is_empty() {
-        return Err(None);
-    }
-    match unjudged.as_slice() {
-        [] => Ok(format!(
-            "proven safe here: `{function}` is lowered in place at each of its calls in the checked files ({}), where what the caller does with it is judged",
-            calls.len()
-        )),
-        [first, rest @ ..] => Err(Some(format!(
-            "the call in {first}{} is in code the analysis does not lower with it in place (code that names no stream, or a call it does not resolve), where what it does with the result is not judged",
-            if rest.is_empty() {
-                String::new()
-            } else {
-                format!(" (and {} more)", rest.len())
-            },
-        ))),
-    }
 }
 
 /// Parse module `m` of the project from its text and lower it, calls into the other modules

@@ -267,7 +267,7 @@ impl Workspace {
         let deadline = Deadline::after(settings.file_time_limit);
         let lowered = lower_in_project(&project, at, source, deadline);
         let mut decided = judge(source, Language::Python, lowered, settings);
-        crate::disciplines::settle_alone(&mut decided);
+        crate::disciplines::settle_alone(&mut decided, None);
         decided.findings
     }
 

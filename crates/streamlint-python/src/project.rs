@@ -256,6 +256,17 @@ fn called_names(text: &[u8]) -> Vec<(u64, u32)> {
     called
 }
 
+/// The offsets of the `(` of every call of a function or method named `name` in `text` (by name
+/// alone, as [`Project::calls_of`]).
+pub fn call_offsets(text: &str, name: &str) -> Vec<u32> {
+    let digest = name_digest(name.as_bytes());
+    called_names(text.as_bytes())
+        .into_iter()
+        .filter(|&(d, _)| d == digest)
+        .map(|(_, at)| at)
+        .collect()
+}
+
 /// Is one of `offsets` (sorted) in `start..end`?
 fn within(offsets: &[usize], start: usize, end: usize) -> bool {
     let first = offsets.partition_point(|&at| at < start);

@@ -1,0 +1,183 @@
+//! Verdicts on helpers judged at their calls (see `Body::judged_at_calls`): a small top-level
+//! function that hands side-stream work back to its caller unjoined (its result, or the
+//! caller's argument still being read) is lowered in place at every call the analysis lowers,
+//! and each caller is judged there with that work in its own code. The helper's own findings
+//! then only say what every caller must do: they are proven where the function is called and
+//! every call of it was lowered with it in place, and kept, naming a call that was not,
+//! otherwise.
+
+use rustc_hash::{FxHashMap, FxHashSet};
+use streamlint_graph::{Body, EscapeKind, OpKind, Span};
+use streamlint_python::{call_offsets, Project};
+use streamlint_rules::Severity;
+
+use crate::disciplines::Decided;
+use crate::run::Checked;
+
+/// A call of a helper: whether it was lowered with the helper in place, and where it is, as a
+/// message names it.
+struct Call {
+    judged: bool,
+    place: String,
+}
+
+/// Decide the findings about callers of every file of a run, with the calls of every file.
+pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked]) {
+    if done.iter().all(|(_, _, d)| d.about_callers.is_empty()) {
+        return;
+    }
+    // Each module's file, by its place in the project.
+    let files: FxHashMap<usize, usize> = done
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, m, _))| Some(((*m)?, i)))
+        .collect();
+    // First every verdict, from the calls each file lowered; then each file's findings move.
+    let verdicts: Vec<Vec<Verdict>> = done
+        .iter()
+        .map(|(_, _, decided)| {
+            decided
+                .about_callers
+                .iter()
+                .map(|(_, function)| {
+                    let calls: Vec<Call> = project
+                        .calls_of(function)
+                        .into_iter()
+                        .map(|(module, at, block)| {
+                            let file = files.get(&module).map(|&i| &done[i]);
+                            let path =
+                                file.map_or(String::new(), |(t, ..)| t.path.display().to_string());
+                            Call {
+                                judged: file.is_some_and(|(.., d)| lowered_with(d, at, function)),
+                                place: match block {
+                                    Some(block) => format!("`{block}` ({path})"),
+                                    None => format!("the module code of {path}"),
+                                },
+                            }
+                        })
+                        .collect();
+                    verdict(function, &calls, "in the checked files")
+                })
+                .collect()
+        })
+        .collect();
+    for ((_, _, decided), verdicts) in done.iter_mut().zip(verdicts) {
+        apply(decided, verdicts);
+    }
+}
+
+/// Decide the findings about callers of a file checked on its own, the whole of its run: its
+/// calls are all there are.
+pub(crate) fn settle_file(decided: &mut Decided, source: &str) {
+    let verdicts = decided
+        .about_callers
+        .iter()
+        .map(|(_, function)| {
+            let calls: Vec<Call> = call_offsets(source, function)
+                .into_iter()
+                .map(|at| Call {
+                    judged: lowered_with(decided, at, function),
+                    place: format!(
+                        "line {}",
+                        memchr::memchr_iter(b'\n', &source.as_bytes()[..at as usize]).count() + 1
+                    ),
+                })
+                .collect();
+            verdict(function, &calls, "in this file")
+        })
+        .collect();
+    apply(decided, verdicts);
+}
+
+/// The calls of `body` lowered with their callee in place whose values the body's analysis
+/// follows to the end: none of the tensors the call made or used is handed to code it does not
+/// see (an unknown function, a container, an object, another thread), where a use before the
+/// join would not be judged. Those calls judge the callee's hand-offs; the others do not.
+pub(crate) fn judged_calls(body: &Body) -> Vec<(Span, String)> {
+    if body.inlined_calls.is_empty() {
+        return Vec::new();
+    }
+    let unseen: FxHashSet<_> = body
+        .ops
+        .iter()
+        .filter_map(|op| match op.kind {
+            OpKind::Escape { buffer, kind } if kind != EscapeKind::Caller => Some(buffer),
+            _ => None,
+        })
+        .collect();
+    body.inlined_calls
+        .iter()
+        .filter(|(call, _)| {
+            !body.ops.iter().any(|op| {
+                op.span.start >= call.start
+                    && op.span.end <= call.end
+                    && op.kind.buffer().is_some_and(|b| unseen.contains(&b))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// Was the call whose `(` is at `at` lowered with `function` in place?
+fn lowered_with(decided: &Decided, at: u32, function: &str) -> bool {
+    decided.inlined.iter().any(|(span, callee)| {
+        (span.start..span.end).contains(&at)
+            && callee
+                .strip_suffix(function)
+                .is_some_and(|module| module.ends_with('.'))
+    })
+}
+
+/// The proof, or what keeps the findings: no call at all, or the calls not judged (named).
+type Verdict = Result<String, Option<String>>;
+
+fn verdict(function: &str, calls: &[Call], scope: &str) -> Verdict {
+    if calls.is_empty() {
+        return Err(None);
+    }
+    let unjudged: Vec<&str> = calls
+        .iter()
+        .filter(|c| !c.judged)
+        .map(|c| c.place.as_str())
+        .collect();
+    match unjudged.as_slice() {
+        [] => Ok(format!(
+            "proven safe here: `{function}` is lowered in place at each of its calls {scope} ({}), where what the caller does with it is judged",
+            calls.len()
+        )),
+        [first, rest @ ..] => Err(Some(format!(
+            "the call in {first}{} is in code the analysis does not lower with it in place (code that names no stream, or a call it does not resolve), where what it does with the result is not judged",
+            if rest.is_empty() {
+                String::new()
+            } else {
+                format!(" (and {} more)", rest.len())
+            },
+        ))),
+    }
+}
+
+/// Move each finding about callers to the proven ones or the reported ones, by its verdict.
+fn apply(decided: &mut Decided, verdicts: Vec<Verdict>) {
+    let findings = std::mem::take(&mut decided.about_callers);
+    for ((mut finding, _), verdict) in findings.into_iter().zip(verdicts) {
+        match verdict {
+            Ok(proof) => {
+                finding.severity = Severity::Info;
+                finding.help = Some(proof);
+                decided.proven.push(finding);
+            }
+            Err(unjudged) => {
+                if let Some(unjudged) = unjudged {
+                    let help = finding.help.take().unwrap_or_default();
+                    finding.help = Some(format!(
+                        "{help}{}every caller must; {unjudged}",
+                        if help.is_empty() { "" } else { "; " },
+                    ));
+                }
+                decided.findings.push(finding);
+            }
+        }
+    }
+    decided.findings.sort_by_key(|f| (f.span, f.code));
+    decided.proven.sort_by_key(|f| (f.span, f.code));
+}
