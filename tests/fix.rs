@@ -314,3 +314,26 @@ fn no_fix_serializes_a_loop_that_overlaps_copies() {
         "{help}"
     );
 }
+
+/// After `--fix`, what remains is what a run over the fixed files finds: a finding another file
+/// decides (here a keep-alive helper in another module that records the wrong stream) is still
+/// reported, although a file fixed on its own does not see it.
+#[test]
+fn findings_other_files_decide_remain_after_fixing() {
+    let dir = Scratch::new("fix-across-files");
+    let case = repo_root().join("fixtures/python/SL002/bad_keep_alive_helper_in_another_module");
+    for name in ["loader.py", "memory.py"] {
+        std::fs::copy(case.join(name), dir.join(name)).unwrap();
+    }
+    let (code, out, err) = run(&[
+        "check",
+        "--isolated",
+        "--fix",
+        "--unsafe-fixes",
+        &dir.to_string_lossy(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("Applied 1 fix."), "{out}");
+    assert!(out.contains("SL002"), "{out}");
+    assert!(!out.contains("All checks passed"), "{out}");
+}

@@ -152,6 +152,17 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
         }
         let fixed = fix_source(&report.path, &report.source, &settings, args.unsafe_fixes);
         tally.applied += fixed.applied.len();
+        // Fixed on its own, a file may not see the findings other files decide: where nothing
+        // was applied, the run's findings stand.
+        if fixed.applied.is_empty() {
+            checked.push(Checked {
+                path,
+                source: report.source,
+                findings: report.findings,
+                proven: report.proven,
+            });
+            continue;
+        }
         if args.diff {
             write_diff(out, &path, &report.source, &fixed.source)?;
             checked.push(Checked {
@@ -177,6 +188,20 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
                 proven: report.proven,
             });
         }
+    }
+    // What remains after fixes were written is what a run over the fixed files finds: a file
+    // fixed on its own no longer sees the findings other files decide (a callee in another
+    // module, a stream's blocks elsewhere).
+    if args.fix && !args.diff && tally.applied > 0 {
+        checked = check_files(&found.files, &settings)
+            .into_iter()
+            .map(|report| Checked {
+                path: display_path(&report.path),
+                source: report.source,
+                findings: report.findings,
+                proven: report.proven,
+            })
+            .collect();
     }
     let failed = !found.missing.is_empty() || tally.write_errors > 0;
     if args.diff {
