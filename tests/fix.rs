@@ -337,3 +337,22 @@ fn findings_other_files_decide_remain_after_fixing() {
     assert!(out.contains("SL002"), "{out}");
     assert!(!out.contains("All checks passed"), "{out}");
 }
+
+/// A stream a helper in another module keeps in its global is not a name in the caller's file:
+/// a wait fix that writes it there needs review.
+#[test]
+fn waits_on_another_modules_global_need_review() {
+    let dir = Scratch::new("fix-foreign-global");
+    let case =
+        repo_root().join("fixtures/python/SL003/bad_split_fork_join_helper_caller_never_joins");
+    for name in ["moe.py", "overlap.py"] {
+        std::fs::copy(case.join(name), dir.join(name)).unwrap();
+    }
+    let (code, out, err) = run(&["check", "--isolated", &dir.to_string_lossy()]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("No fix is safe to apply without review")
+            || out.contains("No fix is safe to apply without review"),
+        "{out}{err}"
+    );
+}

@@ -456,6 +456,9 @@ pub struct Body {
     /// (joins them, or not) is judged there. Its own findings about that hand-off only say
     /// what a caller must do; the run keeps them where some call of it is not lowered.
     pub judged_at_calls: bool,
+    /// The qualified name of the module the body's function is written in, where the frontend
+    /// has modules: a module global of another module is not a name there.
+    pub module: String,
     /// Names bound to tensors while the body was lowered, in program order, where the frontend
     /// tracks them (see [`Body::name_at`]).
     pub bindings: Vec<NameBinding>,
@@ -678,6 +681,7 @@ impl BodyBuilder {
             aliased_streams: Vec::new(),
             assumed_waits: Vec::new(),
             judged_at_calls: false,
+            module: String::new(),
             bindings: Vec::new(),
         };
         BodyBuilder {
@@ -698,6 +702,11 @@ impl BodyBuilder {
     /// No call in the checked files reaches the function (see [`Body::uncalled`]).
     pub fn uncalled(&mut self) {
         self.body.uncalled = true;
+    }
+
+    /// See [`Body::module`].
+    pub fn in_module(&mut self, module: &str) {
+        self.body.module = module.to_string();
     }
 
     /// See [`Body::judged_at_calls`].

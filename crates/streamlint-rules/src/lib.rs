@@ -334,16 +334,22 @@ impl<'b> Context<'b> {
     }
 
     /// Does the stream's expression name a stream wherever the body runs? The current stream
-    /// and an attribute's or a module's stream do; a parameter may be `None` (a default), a
-    /// local name may be bound on some paths only. Fixes that write the others need review.
+    /// and an attribute's or a module's stream do (a module's global only in that module, or
+    /// through the call that gets it); a parameter may be `None` (a default), a local name may
+    /// be bound on some paths only. Fixes that write the others need review.
     fn always_bound(&self, s: StreamId) -> bool {
-        matches!(
-            self.body.stream(s).origin,
-            StreamOrigin::Ambient
-                | StreamOrigin::Attribute
-                | StreamOrigin::Global
-                | StreamOrigin::Cached
-        )
+        let stream = self.body.stream(s);
+        match stream.origin {
+            StreamOrigin::Ambient | StreamOrigin::Attribute => true,
+            StreamOrigin::Global | StreamOrigin::Cached => {
+                stream.expr.contains('(')
+                    || stream.home.as_deref().is_none_or(|home| {
+                        home.rsplit_once('.')
+                            .is_some_and(|(module, _)| module == self.body.module)
+                    })
+            }
+            _ => false,
+        }
     }
 
     /// `record_stream` calls for `buffer`, one before the last use on each stream in `uses`

@@ -266,6 +266,7 @@ impl<'a> Lowerer<'a> {
             None => ("<module>".to_string(), Span::default()),
         };
         let mut b = BodyBuilder::new(name.clone(), span, SPELLING, ambient);
+        b.in_module(&cx.project.module(cx.module).name);
         if let Some(reason) = role.device_forbidden {
             b.forbid_device(reason);
         }
