@@ -250,3 +250,26 @@ fn force_exclude_applies_excludes_to_files_named_explicitly() {
     );
     assert_eq!((code, out.as_str()), (0, ""), "and stdin named into it");
 }
+
+/// A per-file ignore holds for findings the whole run decides too: a helper's hand-off, kept
+/// because its caller's code is not analysed, is not reported in a file that ignores its rule.
+#[test]
+fn per_file_ignores_hold_for_findings_the_run_decides() {
+    let dir = project("run-decided");
+    let case = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/python/SL003/bad_split_fork_join_helper_called_where_nothing_is_judged");
+    for name in ["overlap.py", "moe.py"] {
+        write(
+            &dir.join(name),
+            &std::fs::read_to_string(case.join(name)).unwrap(),
+        );
+    }
+    let (_, out, _) = run(&["check", "--output-format", "concise", dir.to_str().unwrap()]);
+    assert!(out.contains("overlap.py") && out.contains("SL003"), "{out}");
+    write(
+        &dir.join("streamlint.toml"),
+        "[per-file-ignores]\n\"overlap.py\" = [\"SL003\"]\n",
+    );
+    let (_, out, _) = run(&["check", "--output-format", "concise", dir.to_str().unwrap()]);
+    assert!(!out.contains("SL003"), "per-file ignore: {out}");
+}

@@ -1,10 +1,10 @@
 //! Verdicts on helpers judged at their calls (see `Body::judged_at_calls`): a small top-level
-//! function that hands side-stream work back to its caller unjoined (its result, or the
-//! caller's argument still being read) is lowered in place at every call the analysis lowers,
-//! and each caller is judged there with that work in its own code. The helper's own findings
-//! then only say what every caller must do: they are proven where the function is called and
-//! every call of it was lowered with it in place, and kept, naming a call that was not,
-//! otherwise.
+//! function that hands its side-stream result back to its caller unjoined is lowered in place
+//! at every call the analysis lowers, and each caller is judged there with that work in its own
+//! code. The helper's own findings then only say what every caller must do: they are proven
+//! where the function is called and every call of it was lowered with it in place, and kept,
+//! naming a call that was not, otherwise. (Findings about the caller's arguments stay at the
+//! helper: what callers pass often comes from code the analysis does not follow.)
 
 use rustc_hash::{FxHashMap, FxHashSet};
 use streamlint_graph::{Body, EscapeKind, OpKind, Span};
@@ -105,14 +105,19 @@ pub(crate) fn judged_calls(body: &Body) -> Vec<(Span, String)> {
             _ => None,
         })
         .collect();
+    // Where the body touches those tensors.
+    let touched: Vec<Span> = body
+        .ops
+        .iter()
+        .filter(|op| op.kind.buffer().is_some_and(|b| unseen.contains(&b)))
+        .map(|op| op.span)
+        .collect();
     body.inlined_calls
         .iter()
         .filter(|(call, _)| {
-            !body.ops.iter().any(|op| {
-                op.span.start >= call.start
-                    && op.span.end <= call.end
-                    && op.kind.buffer().is_some_and(|b| unseen.contains(&b))
-            })
+            !touched
+                .iter()
+                .any(|s| s.start >= call.start && s.end <= call.end)
         })
         .cloned()
         .collect()

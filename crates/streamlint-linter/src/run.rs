@@ -228,6 +228,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
             decided.findings.retain(kept);
             decided.proven.retain(kept);
             decided.pending.retain(|(f, _)| kept(f));
+            decided.about_callers.retain(|(f, _)| kept(f));
             // Only the text of files whose findings will be shown, or that hold blocks or
             // findings the whole run decides, is kept.
             let mut t = t;

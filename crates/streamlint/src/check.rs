@@ -133,76 +133,46 @@ fn check_paths(args: &CheckArgs, out: &mut dyn Write, stderr: &mut dyn Write) ->
         )?;
     }
     let mut tally = FixTally::default();
-    let mut checked = Vec::new();
-    for report in check_files(&found.files, &settings) {
-        let path = display_path(&report.path);
+    let reports = check_files(&found.files, &settings);
+    for report in &reports {
         let wants_fix = (args.fix || args.diff)
             && report
                 .findings
                 .iter()
                 .any(|f| applicable(f, args.unsafe_fixes));
         if !wants_fix {
-            checked.push(Checked {
-                path,
-                source: report.source,
-                findings: report.findings,
-                proven: report.proven,
-            });
             continue;
         }
+        // Fixed on its own, a file may not see the findings other files decide: those are
+        // reported, not fixed.
         let fixed = fix_source(&report.path, &report.source, &settings, args.unsafe_fixes);
-        tally.applied += fixed.applied.len();
-        // Fixed on its own, a file may not see the findings other files decide: where nothing
-        // was applied, the run's findings stand.
         if fixed.applied.is_empty() {
-            checked.push(Checked {
-                path,
-                source: report.source,
-                findings: report.findings,
-                proven: report.proven,
-            });
             continue;
         }
+        tally.applied += fixed.applied.len();
+        let path = display_path(&report.path);
         if args.diff {
             write_diff(out, &path, &report.source, &fixed.source)?;
-            checked.push(Checked {
-                path,
-                source: report.source,
-                findings: report.findings,
-                proven: report.proven,
-            });
         } else if let Err(e) = std::fs::write(&report.path, &fixed.source) {
             writeln!(stderr, "error: {path}: cannot write the fixed file: {e}")?;
             tally.write_errors += 1;
-            checked.push(Checked {
-                path,
-                source: report.source,
-                findings: report.findings,
-                proven: report.proven,
-            });
-        } else {
-            checked.push(Checked {
-                path,
-                source: fixed.source,
-                findings: fixed.remaining,
-                proven: report.proven,
-            });
         }
     }
-    // What remains after fixes were written is what a run over the fixed files finds: a file
-    // fixed on its own no longer sees the findings other files decide (a callee in another
-    // module, a stream's blocks elsewhere).
-    if args.fix && !args.diff && tally.applied > 0 {
-        checked = check_files(&found.files, &settings)
-            .into_iter()
-            .map(|report| Checked {
-                path: display_path(&report.path),
-                source: report.source,
-                findings: report.findings,
-                proven: report.proven,
-            })
-            .collect();
-    }
+    // What remains after fixes were written is what a run over the fixed files finds.
+    let reports = if args.fix && !args.diff && tally.applied > 0 {
+        check_files(&found.files, &settings)
+    } else {
+        reports
+    };
+    let checked: Vec<Checked> = reports
+        .into_iter()
+        .map(|report| Checked {
+            path: display_path(&report.path),
+            source: report.source,
+            findings: report.findings,
+            proven: report.proven,
+        })
+        .collect();
     let failed = !found.missing.is_empty() || tally.write_errors > 0;
     if args.diff {
         let held_back = checked
