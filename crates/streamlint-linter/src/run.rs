@@ -132,7 +132,8 @@ pub(crate) fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
 }
 
 /// The bytes of a file, or its length when it is over [`MAX_FILE_BYTES`]. The file is opened
-/// once: its size comes from the open file, not from a second lookup of its path.
+/// once: its size comes from the open file, not from a second lookup of its path, and is not
+/// asked again (`File::read_to_end` would, and seek, for every one of thousands of files).
 fn read_within_limit(path: &Path) -> std::io::Result<Result<Vec<u8>, u64>> {
     use std::io::Read;
     let mut file = std::fs::File::open(path)?;
@@ -140,8 +141,23 @@ fn read_within_limit(path: &Path) -> std::io::Result<Result<Vec<u8>, u64>> {
     if len > MAX_FILE_BYTES {
         return Ok(Err(len));
     }
-    let mut bytes = Vec::with_capacity(len as usize + 1);
-    file.read_to_end(&mut bytes)?;
+    let mut bytes = vec![0; len as usize];
+    let mut filled = 0;
+    while filled < bytes.len() {
+        match file.read(&mut bytes[filled..]) {
+            Ok(0) => break,
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    bytes.truncate(filled);
+    // A file that grew since its size was read: the rest as it is now.
+    let mut more = [0; 1];
+    if filled as u64 == len && file.read(&mut more)? == 1 {
+        bytes.push(more[0]);
+        file.read_to_end(&mut bytes)?;
+    }
     Ok(Ok(bytes))
 }
 

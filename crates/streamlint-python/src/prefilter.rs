@@ -128,9 +128,18 @@ impl Prefilter {
                 Word::Identifier => whole_identifier(text, at, m.end()),
                 _ => true,
             };
-            counts.then_some((word, at))
+            (counts && !in_doctest(text, at)).then_some((word, at))
         })
     }
+}
+
+/// Is byte `at` on a line of a docstring's example (`>>> with httpx.stream("GET", url) as r:`,
+/// or its `...` continuation)? Such lines are text, never run as the module's code; model
+/// files of some projects carry hundreds of them.
+fn in_doctest(text: &[u8], at: usize) -> bool {
+    let line_start = memchr::memrchr(b'\n', &text[..at]).map_or(0, |i| i + 1);
+    let line = text[line_start..at].trim_ascii_start();
+    line.starts_with(b">>>") || line.starts_with(b"...")
 }
 
 /// Is the word at `start..end` a whole identifier?
@@ -194,6 +203,8 @@ mod tests {
             "self.streams[0]",
             "kind: EventType",
             "publish(KVCacheEvent(x))",
+            "    >>> with httpx.stream(\"GET\", url) as response:",
+            "    ...     x = x.to(device, non_blocking=True)",
         ] {
             assert!(!scan.admits(no.as_bytes()), "{no}");
         }

@@ -13,7 +13,6 @@ use lower::{FileContext, Summary};
 pub use model::may_contain_gpu_code;
 use model::{type_kind, TypeKind};
 use streamlint_graph::{Body, Deadline};
-use syn::spanned::Spanned;
 use syn::visit::Visit;
 
 /// A file that does not parse, with a byte offset.
@@ -161,10 +160,41 @@ impl<'s> Functions<'s> {
     }
 }
 
+/// The first token of a function after its attributes.
+fn fn_start(
+    vis: Option<&syn::Visibility>,
+    defaultness: Option<proc_macro2::Span>,
+    sig: &syn::Signature,
+) -> proc_macro2::Span {
+    let vis = match vis {
+        Some(syn::Visibility::Public(p)) => Some(p.span),
+        Some(syn::Visibility::Restricted(r)) => Some(r.pub_token.span),
+        _ => None,
+    };
+    vis.or(defaultness)
+        .or(sig.constness.map(|t| t.span))
+        .or(sig.asyncness.map(|t| t.span))
+        .or(sig.unsafety.map(|t| t.span))
+        .or(sig.abi.as_ref().map(|a| a.extern_token.span))
+        .unwrap_or(sig.fn_token.span)
+}
+
+/// A function from its first attribute (or `first`, its first token) to the end of its block.
+/// `Spanned::span` would print the whole function to find its ends.
+fn extent(
+    attrs: &[syn::Attribute],
+    first: proc_macro2::Span,
+    block: &syn::Block,
+) -> proc_macro2::Span {
+    let start = attrs.first().map_or(first, |a| a.pound_token.span);
+    start.join(block.brace_token.span.close()).unwrap_or(first)
+}
+
 impl<'ast> Visit<'ast> for Functions<'_> {
     fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
         let file = self.context(Vec::new(), false);
-        self.lower(&f.sig, &f.block, f.span(), &file);
+        let whole = extent(&f.attrs, fn_start(Some(&f.vis), None, &f.sig), &f.block);
+        self.lower(&f.sig, &f.block, whole, &file);
         self.summaries = file.summaries;
         syn::visit::visit_item_fn(self, f);
     }
@@ -181,13 +211,19 @@ impl<'ast> Visit<'ast> for Functions<'_> {
         };
         // Tracking is a property of the context: a method that turns it off, with none turning
         // it back on, leaves it off for the others.
-        let text = self.source.get(i.span().byte_range()).unwrap_or_default();
+        let first = (i.defaultness.map(|t| t.span))
+            .or(i.unsafety.map(|t| t.span))
+            .unwrap_or(i.impl_token.span);
+        let start = i.attrs.first().map_or(first, |a| a.pound_token.span);
+        let whole = start.join(i.brace_token.span.close()).unwrap_or(first);
+        let text = self.source.get(whole.byte_range()).unwrap_or_default();
         let calls = |name: &str| text.contains(name);
         let disabled = calls("disable_event_tracking") && !calls("enable_event_tracking");
         let file = self.context(fields.unwrap_or_default(), disabled);
         for item in &i.items {
             if let syn::ImplItem::Fn(f) = item {
-                self.lower(&f.sig, &f.block, f.span(), &file);
+                let first = fn_start(Some(&f.vis), f.defaultness.map(|t| t.span), &f.sig);
+                self.lower(&f.sig, &f.block, extent(&f.attrs, first, &f.block), &file);
             }
         }
         self.summaries = file.summaries;
@@ -202,7 +238,8 @@ impl<'ast> Visit<'ast> for Functions<'_> {
     fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
         if let Some(block) = &f.default {
             let file = self.context(Vec::new(), false);
-            self.lower(&f.sig, block, f.span(), &file);
+            let whole = extent(&f.attrs, fn_start(None, None, &f.sig), block);
+            self.lower(&f.sig, block, whole, &file);
             self.summaries = file.summaries;
         }
         syn::visit::visit_trait_item_fn(self, f);

@@ -1,5 +1,5 @@
 //! A scan of a file's tokens, before the parse, that blanks the bodies of the functions the
-//! model has nothing to act on.
+//! model has nothing to act on, and the comments.
 //!
 //! The lowering makes a GPU value only from a name it knows ([`names_that_start_gpu_work`]: the GPU types,
 //! the stream factories, `launch!`, ...), from a field of the file's structs declared with one of
@@ -8,6 +8,10 @@
 //! file that mentions `cudarc` once (a test file, a backend with one CUDA branch) it is most of
 //! the work. Its body is replaced by spaces, newlines kept, so that every offset and line of
 //! the rest of the file stays where the parse of the whole text puts it.
+//!
+//! Comments are blanked too: syn turns every doc comment into an attribute with a string
+//! literal, and the crates that drive the GPU document every item; nothing the model reads is
+//! in a comment (suppression comments are read from the file's own text).
 //!
 //! The scan only needs to tell code from strings, characters and comments, and to match
 //! brackets. When the text is not what it expects (brackets that do not match), the file is
@@ -18,23 +22,26 @@ use std::borrow::Cow;
 
 use crate::model::names_that_start_gpu_work;
 
-/// The text to parse: `source` with the bodies of inert functions blanked, or `source` itself
-/// when there is none (or when the scan cannot follow the text).
+/// The text to parse: `source` with the bodies of inert functions and the comments blanked,
+/// or `source` itself when there is nothing to blank (or when the scan cannot follow the text).
 pub fn without_inert_bodies(source: &str) -> Cow<'_, str> {
-    let Some(tokens) = tokens(source.as_bytes()) else {
+    let Some((tokens, comments)) = tokens(source.as_bytes()) else {
         return Cow::Borrowed(source);
     };
     let functions = functions(source, &tokens);
     let inert = inert(source, &tokens, &functions);
-    if inert.is_empty() {
+    if inert.is_empty() && comments.is_empty() {
         return Cow::Borrowed(source);
     }
     let mut bytes = source.as_bytes().to_vec();
-    for f in inert {
-        let (open, close) = (tokens[f.open].at + 1, tokens[f.close].at);
-        streamlint_graph::blank_keeping_lines(&mut bytes[open..close]);
+    let bodies = inert
+        .iter()
+        .map(|f| (tokens[f.open].at + 1, tokens[f.close].at));
+    for (start, end) in bodies.chain(comments) {
+        streamlint_graph::blank_keeping_lines(&mut bytes[start..end]);
     }
-    // Only whole code points between two ASCII braces were replaced, by ASCII.
+    // Only whole code points between two ASCII braces, or from a comment's `/` to its end, were
+    // replaced, by ASCII.
     Cow::Owned(String::from_utf8(bytes).expect("blanking keeps the text UTF-8"))
 }
 
@@ -67,10 +74,14 @@ impl Token {
     }
 }
 
-/// The file's tokens, strings and comments left out, brackets paired; `None` when the brackets
-/// do not pair (text the scan does not follow).
-fn tokens(s: &[u8]) -> Option<Vec<Token>> {
+/// Where each comment of a file is: its byte range.
+type Comments = Vec<(usize, usize)>;
+
+/// The file's tokens, strings and comments left out, brackets paired, and where its comments
+/// are; `None` when the brackets do not pair (text the scan does not follow).
+fn tokens(s: &[u8]) -> Option<(Vec<Token>, Comments)> {
     let mut out: Vec<Token> = Vec::new();
+    let mut comments = Vec::new();
     let mut open: Vec<usize> = Vec::new();
     let ident = |b: u8| b == b'_' || b.is_ascii_alphanumeric() || b >= 0x80;
     let mut i = 0;
@@ -84,10 +95,12 @@ fn tokens(s: &[u8]) -> Option<Vec<Token>> {
             }
             b'/' if s.get(i + 1) == Some(&b'/') => {
                 i = memchr::memchr(b'\n', &s[i..]).map_or(s.len(), |n| i + n);
+                comments.push((start, i));
                 continue;
             }
             b'/' if s.get(i + 1) == Some(&b'*') => {
                 i = block_comment_end(s, i)?;
+                comments.push((start, i));
                 continue;
             }
             b'"' => {
@@ -156,7 +169,7 @@ fn tokens(s: &[u8]) -> Option<Vec<Token>> {
             partner,
         });
     }
-    open.is_empty().then_some(out)
+    open.is_empty().then_some((out, comments))
 }
 
 fn pair(open: u8) -> u8 {
@@ -438,6 +451,20 @@ mod tests {
         }
         proc_macro2::extra::invalidate_current_thread_spans();
         names
+    }
+
+    #[test]
+    fn comments_are_blanked_where_they_stand() {
+        let source = "/// Uploads the table.\nfn up(s: &CudaStream) {\n    // zeroed first\n    let url = \"http://x\";\n    let x = s.alloc_zeros::<f32>(4); /* done */\n}\n";
+        let skimmed = without_inert_bodies(source);
+        assert_eq!(skimmed.len(), source.len());
+        assert_eq!(skimmed.lines().count(), source.lines().count());
+        for comment in ["Uploads", "zeroed", "done"] {
+            assert!(!skimmed.contains(comment), "{comment}");
+        }
+        // `//` inside a string is no comment.
+        assert!(skimmed.contains("let url = \"http://x\";"));
+        assert!(skimmed.contains("let x = s.alloc_zeros::<f32>(4);"));
     }
 
     #[test]

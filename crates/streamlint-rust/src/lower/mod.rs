@@ -185,7 +185,8 @@ pub fn lower_fn(
     let v = l.block_value(block);
     let tail = match block.stmts.last() {
         Some(syn::Stmt::Expr(e, None)) => e.span(),
-        _ => block.span(),
+        // The closing brace: printing the block to find its span would cost a pass over it.
+        _ => block.brace_token.span.close(),
     };
     l.hand_to_caller(&v, span_of(tail));
     l.drop_scope_all();

@@ -60,13 +60,17 @@ impl Lowerer<'_> {
         }
     }
 
-    /// Raw pointers named anywhere in the expressions: (buffer, written). Their tokens are read
-    /// only while some local holds a pointer.
+    /// Raw pointers named anywhere in the expressions: (buffer, written). Their identifiers are
+    /// read only while some local holds a pointer, by walking the syntax tree (printing each
+    /// expression to tokens would cost more than lowering it).
     pub(super) fn pointers_in<'e>(
         &self,
         exprs: impl IntoIterator<Item = &'e syn::Expr>,
     ) -> Vec<(BufferId, bool)> {
-        let mut out = Vec::new();
+        let mut found = PointerNames {
+            lowerer: self,
+            out: Vec::new(),
+        };
         let holds_pointers = self
             .scopes
             .iter()
@@ -74,10 +78,24 @@ impl Lowerer<'_> {
             .any(|l| !l.gone && matches!(l.value, Value::Ptr { .. } | Value::Ptrs(_)));
         if holds_pointers {
             for e in exprs {
-                self.pointers_in_tokens(quote::quote!(#e), &mut out);
+                syn::visit::visit_expr(&mut found, e);
             }
         }
-        out
+        found.out
+    }
+
+    /// The pointers an identifier names, added to `out` once each.
+    fn pointers_named(&self, id: &proc_macro2::Ident, out: &mut Vec<(BufferId, bool)>) {
+        let found = match self.lookup(&id.to_string()).map(|l| l.value.clone()) {
+            Some(Value::Ptr { buffer, write }) => vec![(buffer, write)],
+            Some(Value::Ptrs(p)) => p,
+            _ => Vec::new(),
+        };
+        for p in found {
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
     }
 
     fn pointers_in_tokens(
@@ -87,18 +105,7 @@ impl Lowerer<'_> {
     ) {
         for t in tokens {
             match t {
-                TokenTree::Ident(id) => {
-                    let found = match self.lookup(&id.to_string()).map(|l| l.value.clone()) {
-                        Some(Value::Ptr { buffer, write }) => vec![(buffer, write)],
-                        Some(Value::Ptrs(p)) => p,
-                        _ => Vec::new(),
-                    };
-                    for p in found {
-                        if !out.contains(&p) {
-                            out.push(p);
-                        }
-                    }
-                }
+                TokenTree::Ident(id) => self.pointers_named(&id, out),
                 TokenTree::Group(g) => self.pointers_in_tokens(g.stream(), out),
                 _ => {}
             }
@@ -162,5 +169,23 @@ impl Lowerer<'_> {
                 sp,
             );
         }
+    }
+}
+
+/// Walks expressions for identifiers that name raw pointers, macro arguments included (syn
+/// keeps those as tokens).
+struct PointerNames<'l, 'a> {
+    lowerer: &'l Lowerer<'a>,
+    out: Vec<(BufferId, bool)>,
+}
+
+impl<'ast> syn::visit::Visit<'ast> for PointerNames<'_, '_> {
+    fn visit_ident(&mut self, id: &'ast proc_macro2::Ident) {
+        self.lowerer.pointers_named(id, &mut self.out);
+    }
+
+    fn visit_macro(&mut self, mac: &'ast syn::Macro) {
+        self.lowerer
+            .pointers_in_tokens(mac.tokens.clone(), &mut self.out);
     }
 }

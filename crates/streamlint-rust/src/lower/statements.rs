@@ -200,8 +200,14 @@ impl Lowerer<'_> {
             E::Cast(c) => self.expr(&c.expr),
             E::Unsafe(u) => self.block_value(&u.block),
             E::Block(b) => self.block_value(&b.block),
-            E::MethodCall(m) => self.method_call(m, sp()),
-            E::Call(c) => self.call(c, sp()),
+            E::MethodCall(m) => {
+                let whole = call_span(&m.receiver, m.paren_token.span.close());
+                self.method_call(m, whole.unwrap_or_else(sp))
+            }
+            E::Call(c) => {
+                let whole = call_span(&c.func, c.paren_token.span.close());
+                self.call(c, whole.unwrap_or_else(sp))
+            }
             E::Field(f) => {
                 if let Some(name) = Self::field_of_self(f) {
                     return self
@@ -382,5 +388,32 @@ impl Lowerer<'_> {
         let end = self.b.current();
         self.b.edge(end, head);
         self.b.switch_to(after);
+    }
+}
+
+/// A call's span, from the first token of `callee` (the function, or the receiver of a method)
+/// to its closing parenthesis `close`, without printing the call (as `Spanned::span` does).
+fn call_span(callee: &syn::Expr, close: proc_macro2::Span) -> Option<Span> {
+    first_token(callee)?.join(close).map(span_of)
+}
+
+/// The first token of an expression, down its left side; `None` where that takes more than a
+/// few steps to tell (attributes, qualified paths, other shapes).
+fn first_token(e: &syn::Expr) -> Option<proc_macro2::Span> {
+    use syn::Expr as E;
+    match e {
+        E::MethodCall(m) if m.attrs.is_empty() => first_token(&m.receiver),
+        E::Call(c) if c.attrs.is_empty() => first_token(&c.func),
+        E::Field(f) if f.attrs.is_empty() => first_token(&f.base),
+        E::Index(i) if i.attrs.is_empty() => first_token(&i.expr),
+        E::Try(t) if t.attrs.is_empty() => first_token(&t.expr),
+        E::Await(a) if a.attrs.is_empty() => first_token(&a.base),
+        E::Paren(p) if p.attrs.is_empty() => Some(p.paren_token.span.open()),
+        E::Reference(r) if r.attrs.is_empty() => Some(r.and_token.span),
+        E::Path(p) if p.attrs.is_empty() && p.qself.is_none() => match p.path.leading_colon {
+            Some(colons) => Some(colons.spans[0]),
+            None => p.path.segments.first().map(|s| s.ident.span()),
+        },
+        _ => None,
     }
 }
