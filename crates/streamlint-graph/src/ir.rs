@@ -163,6 +163,10 @@ pub enum Production {
     Compute,
     /// A factory asked for memory on the device (`torch.empty(.., device="cuda")`).
     Allocate,
+    /// Memory taken like a tensor whose place is not known (`torch.empty_like(x)`,
+    /// `x.new_empty(n)`): an allocation with no kernel where that tensor is on the device, and
+    /// nothing a stream does where it is on the host.
+    AllocateLike,
     /// Returned by a call the analysis does not see into: its work ran on the stream, but where
     /// (and whether) it allocated is not known.
     Call,
@@ -179,6 +183,13 @@ pub enum Production {
     /// Memory of a CUDA graph's pool, taken when the graph is captured: no stream work is
     /// involved until the graph is replayed, whose work writes it.
     GraphPool,
+}
+
+impl Production {
+    /// Fresh memory and no kernel: the block's previous owner is the only hazard.
+    pub fn allocates(self) -> bool {
+        matches!(self, Production::Allocate | Production::AllocateLike)
+    }
 }
 
 /// Why a buffer's memory goes back to the allocator.

@@ -235,6 +235,13 @@ impl State {
         if !self.caught_up.is_empty() {
             self.caught_up.retain(|&(_, waitee)| waitee != stream);
         }
+        self.happens_on(access, stream);
+    }
+
+    /// `access` takes place on `stream` without queuing work there (a value that arrives ready,
+    /// as a parameter or an item another thread hands over): a stream that caught up with
+    /// `stream` stays caught up.
+    fn happens_on(&mut self, access: OpId, stream: StreamId) {
         for (s, set) in self.visible.iter_mut() {
             if *s != stream {
                 set.remove(access);
@@ -331,8 +338,11 @@ impl State {
             } => {
                 let one = if matches!(how, Production::Host | Production::GraphPool) {
                     BTreeSet::new()
-                } else if how == Production::Allocate {
+                } else if how.allocates() {
                     self.allocate(id, stream);
+                    BTreeSet::from([(stream, id)])
+                } else if how == Production::Entry {
+                    self.happens_on(id, stream);
                     BTreeSet::from([(stream, id)])
                 } else {
                     self.access(id, stream);

@@ -6,10 +6,12 @@
 //! naming a call that was not, otherwise. (Findings about the caller's arguments stay at the
 //! helper: what callers pass often comes from code the analysis does not follow.)
 
+use std::path::{Path, PathBuf};
+
 use rustc_hash::{FxHashMap, FxHashSet};
 use streamlint_graph::{Body, EscapeKind, OpKind, Span};
-use streamlint_python::{call_offsets, Project};
-use streamlint_rules::Severity;
+use streamlint_python::{call_offsets, defines_itself, Project};
+use streamlint_rules::{AtTheCall, Severity};
 
 use crate::disciplines::Decided;
 use crate::run::Checked;
@@ -21,13 +23,14 @@ struct Call {
     place: String,
 }
 
-/// Decide the findings about callers of every file of a run, with the calls of every file.
-pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked]) {
+/// Decide the findings about callers of every file of a run, with the calls of every file
+/// (`files`: every file of the run, those with no stream code included).
+pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked], files: &[PathBuf]) {
     if done.iter().all(|(_, _, d)| d.about_callers.is_empty()) {
         return;
     }
     // Each module's file, by its place in the project.
-    let files: FxHashMap<usize, usize> = done
+    let checked: FxHashMap<usize, usize> = done
         .iter()
         .enumerate()
         .filter_map(|(i, (_, m, _))| Some(((*m)?, i)))
@@ -35,20 +38,28 @@ pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked]) {
     // First every verdict, from the calls each file lowered; then each file's findings move.
     let verdicts: Vec<Vec<Verdict>> = done
         .iter()
-        .map(|(_, _, decided)| {
+        .map(|(_, home, decided)| {
             decided
                 .about_callers
                 .iter()
-                .map(|(_, function)| {
+                .map(|(_, function, needs)| {
+                    let Some(home) = *home else {
+                        return verdict(function, &[], "in the checked files");
+                    };
+                    let path_of = |m: usize| checked.get(&m).map(|&i| done[i].0.path.as_path());
+                    let elsewhere = |caller: usize, qualified: &str| {
+                        defines_elsewhere(path_of(caller), path_of(home), qualified, files)
+                    };
                     let calls: Vec<Call> = project
-                        .calls_of(function)
+                        .calls_of(function, home, &elsewhere)
                         .into_iter()
                         .map(|(module, at, block)| {
-                            let file = files.get(&module).map(|&i| &done[i]);
+                            let file = checked.get(&module).map(|&i| &done[i]);
                             let path =
                                 file.map_or(String::new(), |(t, ..)| t.path.display().to_string());
                             Call {
-                                judged: file.is_some_and(|(.., d)| lowered_with(d, at, function)),
+                                judged: file
+                                    .is_some_and(|(.., d)| lowered_with(d, at, function, *needs)),
                                 place: match block {
                                     Some(block) => format!("`{block}` ({path})"),
                                     None => format!("the module code of {path}"),
@@ -66,17 +77,47 @@ pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked]) {
     }
 }
 
+/// Does the name a caller's imports qualify as `qualified` (`pkg.mod.f`; bare `f`: the
+/// caller's own module, at `caller`) denote a function of another module than `home`, one that
+/// module defines itself? Asked of modules the project does not hold (no stream code): their
+/// file is found among the run's `files` by its dotted path and read. Unknown counts as no.
+fn defines_elsewhere(
+    caller: Option<&Path>,
+    home: Option<&Path>,
+    qualified: &str,
+    files: &[PathBuf],
+) -> bool {
+    let (file, name) = match qualified.rsplit_once('.') {
+        None => (caller.map(Path::to_path_buf), qualified),
+        Some((module, name)) => {
+            let stem = PathBuf::from(module.replace('.', "/"));
+            let (plain, package) = (stem.with_extension("py"), stem.join("__init__.py"));
+            let mut found = files
+                .iter()
+                .filter(|p| p.ends_with(&plain) || p.ends_with(&package));
+            match (found.next(), found.next()) {
+                (Some(one), None) => (Some(one.clone()), name),
+                _ => (None, name),
+            }
+        }
+    };
+    let Some(file) = file.filter(|f| Some(f.as_path()) != home) else {
+        return false;
+    };
+    std::fs::read_to_string(&file).is_ok_and(|text| defines_itself(&text, name))
+}
+
 /// Decide the findings about callers of a file checked on its own, the whole of its run: its
 /// calls are all there are.
 pub(crate) fn settle_file(decided: &mut Decided, source: &str) {
     let verdicts = decided
         .about_callers
         .iter()
-        .map(|(_, function)| {
+        .map(|(_, function, needs)| {
             let calls: Vec<Call> = call_offsets(source, function)
                 .into_iter()
                 .map(|at| Call {
-                    judged: lowered_with(decided, at, function),
+                    judged: lowered_with(decided, at, function, *needs),
                     place: format!(
                         "line {}",
                         memchr::memchr_iter(b'\n', &source.as_bytes()[..at as usize]).count() + 1
@@ -89,11 +130,12 @@ pub(crate) fn settle_file(decided: &mut Decided, source: &str) {
     apply(decided, verdicts);
 }
 
-/// The calls of `body` lowered with their callee in place whose values the body's analysis
-/// follows to the end: none of the tensors the call made or used is handed to code it does not
-/// see (an unknown function, a container, an object, another thread), where a use before the
-/// join would not be judged. Those calls judge the callee's hand-offs; the others do not.
-pub(crate) fn judged_calls(body: &Body) -> Vec<(Span, String)> {
+/// The calls of `body` lowered with their callee in place, each with whether the body's
+/// analysis follows its values to the end: none of the tensors the call made or used is handed
+/// to code it does not see (an unknown function, a container, an object, another thread),
+/// where a use before the join would not be judged. Those calls judge the callee's hand-offs;
+/// every call judges what its caller queued before it.
+pub(crate) fn judged_calls(body: &Body) -> Vec<(Span, String, bool)> {
     if body.inlined_calls.is_empty() {
         return Vec::new();
     }
@@ -114,19 +156,21 @@ pub(crate) fn judged_calls(body: &Body) -> Vec<(Span, String)> {
         .collect();
     body.inlined_calls
         .iter()
-        .filter(|(call, _)| {
-            !touched
+        .map(|(call, callee)| {
+            let followed = !touched
                 .iter()
-                .any(|s| s.start >= call.start && s.end <= call.end)
+                .any(|s| s.start >= call.start && s.end <= call.end);
+            (*call, callee.clone(), followed)
         })
-        .cloned()
         .collect()
 }
 
-/// Was the call whose `(` is at `at` lowered with `function` in place?
-fn lowered_with(decided: &Decided, at: u32, function: &str) -> bool {
-    decided.inlined.iter().any(|(span, callee)| {
+/// Was the call whose `(` is at `at` lowered with `function` in place, and followed as far as
+/// `needs` asks?
+fn lowered_with(decided: &Decided, at: u32, function: &str, needs: AtTheCall) -> bool {
+    decided.inlined.iter().any(|(span, callee, followed)| {
         (span.start..span.end).contains(&at)
+            && (*followed || needs == AtTheCall::Before)
             && callee
                 .strip_suffix(function)
                 .is_some_and(|module| module.ends_with('.'))
@@ -164,7 +208,7 @@ fn verdict(function: &str, calls: &[Call], scope: &str) -> Verdict {
 /// Move each finding about callers to the proven ones or the reported ones, by its verdict.
 fn apply(decided: &mut Decided, verdicts: Vec<Verdict>) {
     let findings = std::mem::take(&mut decided.about_callers);
-    for ((mut finding, _), verdict) in findings.into_iter().zip(verdicts) {
+    for ((mut finding, ..), verdict) in findings.into_iter().zip(verdicts) {
         match verdict {
             Ok(proof) => {
                 finding.severity = Severity::Info;

@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use streamlint_rules::{Finding, Label, Region, Severity, StreamKey};
+use streamlint_rules::{AtTheCall, Finding, Label, Region, Severity, StreamKey};
 
 /// A file's findings once its disciplines are decided: reported, proven safe, and left for the
 /// whole run to decide.
@@ -35,9 +35,11 @@ pub(crate) struct Decided {
     /// Findings about the hand-off to callers of a function judged at its calls, with the
     /// function's name (see `Body::judged_at_calls`): a whole run proves them where every call
     /// of the function is lowered.
-    pub about_callers: Vec<(Finding, String)>,
-    /// The file's calls lowered with the callee in place, with the callee's qualified name.
-    pub inlined: Vec<(streamlint_graph::Span, String)>,
+    pub about_callers: Vec<(Finding, String, AtTheCall)>,
+    /// The file's calls lowered with the callee in place, with the callee's qualified name and
+    /// whether the analysis follows what the call made and used to the end (see
+    /// `callers::judged_calls`).
+    pub inlined: Vec<(streamlint_graph::Span, String, bool)>,
 }
 
 impl Decided {
@@ -135,7 +137,7 @@ pub(crate) fn settle_alone(decided: &mut Decided, source: Option<&str>) {
             let about_callers = std::mem::take(&mut decided.about_callers);
             decided
                 .findings
-                .extend(about_callers.into_iter().map(|(f, _)| f));
+                .extend(about_callers.into_iter().map(|(f, ..)| f));
         }
     }
     let regions = std::mem::take(&mut decided.shared_regions);

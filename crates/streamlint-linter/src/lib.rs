@@ -403,11 +403,11 @@ fn judge(
             decided.pending.push((f, key.clone()));
         } else if f.severity == Severity::Info && proven.contains(&(f.span, f.code)) {
             decided.proven.push(f);
-        } else if let Some((_, _, function)) = about_callers
+        } else if let Some((_, _, function, needs)) = about_callers
             .iter()
-            .find(|(span, code, _)| *span == f.span && *code == f.code)
+            .find(|(span, code, ..)| *span == f.span && *code == f.code)
         {
-            decided.about_callers.push((f, function.clone()));
+            decided.about_callers.push((f, function.clone(), *needs));
         } else {
             decided.findings.push(f);
         }

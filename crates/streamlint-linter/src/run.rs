@@ -244,7 +244,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
             decided.findings.retain(kept);
             decided.proven.retain(kept);
             decided.pending.retain(|(f, _)| kept(f));
-            decided.about_callers.retain(|(f, _)| kept(f));
+            decided.about_callers.retain(|(f, ..)| kept(f));
             // Only the text of files whose findings will be shown, or that hold blocks or
             // findings the whole run decides, is kept.
             let mut t = t;
@@ -263,7 +263,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     let (mut done, errors): (Vec<_>, Vec<_>) = checked.into_iter().partition(Result::is_ok);
     reports.extend(errors.into_iter().filter_map(Result::err));
     let mut done: Vec<Checked> = done.drain(..).filter_map(Result::ok).collect();
-    crate::callers::settle_run(&project, &mut done);
+    crate::callers::settle_run(&project, &mut done, files);
     // Streams kept in module globals: decided with the blocks of every file.
     let mut files: Vec<(&Path, &str, &mut Decided)> = done
         .iter_mut()

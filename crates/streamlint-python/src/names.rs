@@ -1,6 +1,6 @@
 //! Import resolution: what a dotted name in this module refers to.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::syntax::{Expr, Stmt};
 
@@ -10,6 +10,9 @@ pub struct Imports {
     bound: FxHashMap<String, String>,
     /// Modules imported with `from m import *`: a name no import binds may come from them.
     stars: Vec<String>,
+    /// Names imports bind to different things in different places (`from a import f` in one
+    /// function, `from b import f` in another): which one a call means is not known.
+    ambiguous: FxHashSet<String>,
 }
 
 impl Imports {
@@ -26,12 +29,12 @@ impl Imports {
                 Stmt::Import { names, .. } => {
                     for (module, alias) in names {
                         match alias {
-                            Some(a) => self.bound.insert(a.clone(), module.clone()),
+                            Some(a) => self.import(a.clone(), module.clone()),
                             None => {
                                 let top = module.split('.').next().unwrap_or(module).to_string();
-                                self.bound.insert(top.clone(), top)
+                                self.import(top.clone(), top)
                             }
-                        };
+                        }
                     }
                 }
                 Stmt::ImportFrom { module, names, .. } => {
@@ -47,7 +50,7 @@ impl Imports {
                         } else {
                             format!("{module}.{name}")
                         };
-                        self.bound.insert(bound, qualified);
+                        self.import(bound, qualified);
                     }
                 }
                 Stmt::Def(f) => self.visit(&f.body),
@@ -55,6 +58,19 @@ impl Imports {
                 other => other.blocks().into_iter().for_each(|b| self.visit(b)),
             }
         }
+    }
+
+    fn import(&mut self, name: String, qualified: String) {
+        if let Some(earlier) = self.bound.insert(name.clone(), qualified) {
+            if earlier != self.bound[&name] {
+                self.ambiguous.insert(name);
+            }
+        }
+    }
+
+    /// Do imports bind `name` to different things in different places?
+    pub fn is_ambiguous(&self, name: &str) -> bool {
+        self.ambiguous.contains(name)
     }
 
     /// What `name` was imported as, if an import binds it.

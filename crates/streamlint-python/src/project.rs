@@ -47,9 +47,8 @@ pub struct ModuleIndex {
     /// Top-level functions and classes the module's analysis never reads (see [`inert_blocks`]):
     /// they are blanked out before the module is parsed.
     inert: Vec<(u32, u32)>,
-    /// Digests of the names the module calls, each with the offset of the call's `(` (see
-    /// [`called_names`]), sorted.
-    called: Vec<(u64, u32)>,
+    /// The calls the module's text makes (see [`called_names`]), sorted by name.
+    called: Vec<CallSite>,
     /// Its top-level functions and classes, by span, with their names: a call outside them is
     /// module code.
     blocks: Vec<(u32, u32, String)>,
@@ -162,9 +161,9 @@ impl ModuleIndex {
         // What it calls decides whether other modules' functions are called at all (where in
         // the text does not: an edit above a call moves it).
         let mut last = None;
-        for &(digest, _) in &self.called {
-            if last.replace(digest) != Some(digest) {
-                digest.hash(&mut hasher);
+        for call in &self.called {
+            if last.replace(call.digest) != Some(call.digest) {
+                call.digest.hash(&mut hasher);
             }
         }
         hasher.finish()
@@ -193,9 +192,9 @@ impl ModuleIndex {
     }
 
     /// The module's calls of names with this digest.
-    fn calls_of_digest(&self, digest: u64) -> &[(u64, u32)] {
-        let first = self.called.partition_point(|&(d, _)| d < digest);
-        let end = first + self.called[first..].partition_point(|&(d, _)| d == digest);
+    fn calls_of_digest(&self, digest: u64) -> &[CallSite] {
+        let first = self.called.partition_point(|c| c.digest < digest);
+        let end = first + self.called[first..].partition_point(|c| c.digest == digest);
         &self.called[first..end]
     }
 
@@ -224,12 +223,24 @@ fn name_digest(name: &[u8]) -> u64 {
     })
 }
 
-/// Digests of the names a module's text calls: every identifier before a `(` (`f(`, `f (`,
-/// `obj.f(`), except the name a `def` or `class` line defines. A byte scan, so a call written in a
-/// string or a comment counts too: it only makes a function look called.
-fn called_names(text: &[u8]) -> Vec<(u64, u32)> {
+/// A call in a module's text, as a byte scan finds it.
+#[derive(Clone, Copy, Debug)]
+struct CallSite {
+    /// The digest of the called name (see [`name_digest`]).
+    digest: u64,
+    /// The offset of the call's `(`.
+    paren: u32,
+    /// Called by its bare name (`f(x)`), not as an attribute (`obj.f(x)`): its imports say
+    /// which function it is.
+    bare: bool,
+}
+
+/// The calls of a module's text: every identifier before a `(` (`f(`, `f (`, `obj.f(`), except
+/// the name a `def` or `class` line defines. A byte scan, so a call written in a string or a
+/// comment counts too: it only makes a function look called.
+fn called_names(text: &[u8]) -> Vec<CallSite> {
     let is_name_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mut called: Vec<(u64, u32)> = memchr::memchr_iter(b'(', text)
+    let mut called: Vec<CallSite> = memchr::memchr_iter(b'(', text)
         .filter_map(|paren| {
             // `f (x)` is a call too.
             let end = text[..paren].trim_ascii_end().len();
@@ -248,12 +259,28 @@ fn called_names(text: &[u8]) -> Vec<(u64, u32)> {
                         .checked_sub(k.len() + 1)
                         .is_none_or(|i| !is_name_byte(before[i]))
             });
-            (!defines).then(|| (name_digest(&text[start..end]), paren as u32))
+            (!defines).then(|| CallSite {
+                digest: name_digest(&text[start..end]),
+                paren: paren as u32,
+                bare: !before.ends_with(b"."),
+            })
         })
         .collect();
     // By name only: the calls of one name stay in text order, which nothing needs.
-    called.sort_unstable_by_key(|&(digest, _)| digest);
+    called.sort_unstable_by_key(|c| c.digest);
     called
+}
+
+/// Does module text bind `name` only with a top-level `def`? No import (at any depth: the
+/// module's own imports are read as the project index reads them) and no top-level assignment
+/// binds it too, so a call of `name` imported from that module is of that function.
+pub fn defines_itself(text: &str, name: &str) -> bool {
+    let outline = Outline::of(text);
+    outline.defs.iter().any(|(def, ..)| def == name)
+        && !outline.globals.iter().any(|g| g == name)
+        && Imports::collect(&parse_header(&outline.header))
+            .bound(name)
+            .is_none()
 }
 
 /// The offsets of the `(` of every call of a function or method named `name` in `text` (by name
@@ -262,8 +289,8 @@ pub fn call_offsets(text: &str, name: &str) -> Vec<u32> {
     let digest = name_digest(name.as_bytes());
     called_names(text.as_bytes())
         .into_iter()
-        .filter(|&(d, _)| d == digest)
-        .map(|(_, at)| at)
+        .filter(|c| c.digest == digest)
+        .map(|c| c.paren)
         .collect()
 }
 
@@ -538,22 +565,50 @@ impl<'a> Project<'a> {
             .any(|m| !m.calls_of_digest(digest).is_empty())
     }
 
-    /// Every call of a function or method named `name` in the project's modules, by module
-    /// and offset, with the top-level function or class it lies in (none: module code).
-    pub fn calls_of(&self, name: &str) -> Vec<(usize, u32, Option<String>)> {
+    /// Every call that may be of the top-level function `name` of module `home`, by module and
+    /// offset, with the top-level function or class it lies in (none: module code). Calls by
+    /// the bare name are left out where the caller's imports show they call another function
+    /// (`from other import name`): the project's own index tells, or, for a module it does not
+    /// hold, `defines_elsewhere(caller, qualified)`, asked with the name as the caller's
+    /// imports qualify it (bare: the caller's own module). An attribute call
+    /// (`obj.name(...)`) may be of it.
+    pub fn calls_of(
+        &self,
+        name: &str,
+        home: usize,
+        defines_elsewhere: &dyn Fn(usize, &str) -> bool,
+    ) -> Vec<(usize, u32, Option<String>)> {
         let digest = name_digest(name.as_bytes());
+        let home_start = self.modules[home].function(name).map(|d| d.span.start);
+        let another = |i: usize| {
+            let imports = &self.modules[i].imports;
+            if imports.is_ambiguous(name) {
+                return false;
+            }
+            let qualified = imports.bound(name).unwrap_or(name);
+            match self.resolve(i, qualified) {
+                Some(r) => (r.module, Some(r.def.span.start)) != (home, home_start),
+                None => defines_elsewhere(i, qualified),
+            }
+        };
         self.modules
             .iter()
             .enumerate()
             .flat_map(|(i, m)| {
-                m.calls_of_digest(digest).iter().map(move |&(_, at)| {
-                    let block = m
-                        .blocks
-                        .iter()
-                        .find(|(s, e, _)| (*s..*e).contains(&at))
-                        .map(|(.., block)| block.clone());
-                    (i, at, block)
-                })
+                let calls = m.calls_of_digest(digest);
+                let elsewhere = calls.iter().any(|c| c.bare) && another(i);
+                calls
+                    .iter()
+                    .filter(move |c| !(c.bare && elsewhere))
+                    .map(move |c| {
+                        let at = c.paren;
+                        let block = m
+                            .blocks
+                            .iter()
+                            .find(|(s, e, _)| (*s..*e).contains(&at))
+                            .map(|(.., block)| block.clone());
+                        (i, at, block)
+                    })
             })
             .collect()
     }
@@ -808,6 +863,62 @@ mod tests {
         assert!(!p.is_called("Pool"));
         let alone = project(&[("ops", "def gather(stream, t):\n    return t\n")], &api);
         assert!(!alone.is_called("gather"));
+    }
+
+    #[test]
+    fn calls_of_a_function_leave_out_those_imports_bind_to_another() {
+        let api = ApiModel::default();
+        let p = project(
+            &[
+                ("kern", "def shrink(x, s=None):\n    return x\n"),
+                ("torch_ops", "def shrink(x):\n    return x\n"),
+                ("a", "from kern import shrink\ny = shrink(x)\nz = obj.shrink(x)\n"),
+                ("b", "from torch_ops import shrink\ny = shrink(x)\n"),
+                // Bound to both in different functions: which one is not known.
+                ("c", "def f():\n    from kern import shrink\n    return shrink(x)\ndef g():\n    from torch_ops import shrink\n    return shrink(x)\n"),
+                ("d", "from elsewhere import shrink\ny = shrink(x)\n"),
+            ],
+            &api,
+        );
+        let never = |_: usize, _: &str| false;
+        let callers = |elsewhere: &dyn Fn(usize, &str) -> bool| {
+            let mut modules: Vec<usize> = p
+                .calls_of("shrink", 0, elsewhere)
+                .iter()
+                .map(|c| c.0)
+                .collect();
+            modules.dedup();
+            modules
+        };
+        // `a` calls it (bare and as a method, which may be it); `b` calls the other one; `c`'s
+        // imports are ambiguous; `d`'s module is not held, and only a look at it can tell.
+        assert_eq!(callers(&never), [2, 4, 5]);
+        assert_eq!(callers(&|_, q: &str| q == "elsewhere.shrink"), [2, 4]);
+    }
+
+    #[test]
+    fn a_module_defines_a_name_itself_unless_an_import_or_assignment_binds_it() {
+        assert!(defines_itself(
+            "import torch\n\ndef shrink(x):\n    return x\n",
+            "shrink"
+        ));
+        assert!(defines_itself(
+            "from .lora_ops import shrink as shrink_control\n\ndef shrink(x):\n    return x\n",
+            "shrink"
+        ));
+        assert!(!defines_itself("from .ops import shrink\n", "shrink"));
+        assert!(!defines_itself(
+            "def shrink(x):\n    pass\nfrom .ops import shrink\n",
+            "shrink"
+        ));
+        assert!(!defines_itself(
+            "def shrink(x):\n    pass\nshrink = wrap(shrink)\n",
+            "shrink"
+        ));
+        assert!(!defines_itself(
+            "class K:\n    def shrink(self):\n        pass\n",
+            "shrink"
+        ));
     }
 
     #[test]

@@ -99,7 +99,18 @@ pub struct Context<'b> {
     relies_on: Vec<(Span, &'static str, StreamKey)>,
     /// Findings, by span and rule, about what the caller does with the function's results or
     /// arguments, in a function judged at its calls (see `Body::judged_at_calls`).
-    about_callers: Vec<(Span, &'static str)>,
+    about_callers: Vec<(Span, &'static str, AtTheCall)>,
+}
+
+/// What a call of a function judged at its calls must show for a finding about its callers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AtTheCall {
+    /// What the caller queued before the call (memory taken on a stream it passes): the call
+    /// lowered in place shows it.
+    Before,
+    /// What the caller does with what the call made or used, to the end: the caller's
+    /// analysis must follow it whole (nothing of it handed to code it does not see).
+    After,
 }
 
 impl<'b> Context<'b> {
@@ -179,9 +190,9 @@ impl<'b> Context<'b> {
 
     /// The `code` finding at `span` says what a caller must do with the function's results or
     /// arguments: where the function is judged at its calls, so are the callers.
-    fn about_callers(&mut self, span: Span, code: &'static str) {
+    fn about_callers(&mut self, span: Span, code: &'static str, needs: AtTheCall) {
         if self.body.judged_at_calls {
-            self.about_callers.push((span, code));
+            self.about_callers.push((span, code, needs));
         }
     }
 
@@ -386,7 +397,7 @@ impl<'b> Context<'b> {
             });
         }
         let streams: Vec<&str> = last.iter().map(|(s, _)| self.stream_name(*s)).collect();
-        let tensor = matches!(how, Production::Compute | Production::Allocate);
+        let tensor = how == Production::Compute || how.allocates();
         let safe = tensor && last.iter().all(|(s, _)| self.always_bound(*s));
         Some(Fix {
             message: format!("record `{}` on {}", names[0], streams.join(" and ")),
@@ -461,7 +472,7 @@ pub struct Judgement {
     /// Findings (by span and rule) about the hand-off to callers of a function judged at its
     /// calls (see `Body::judged_at_calls`), with the function's name: the run tells whether
     /// every call of it was judged.
-    pub about_callers: Vec<(Span, &'static str, String)>,
+    pub about_callers: Vec<(Span, &'static str, String, AtTheCall)>,
     /// Streams kept in module globals that the body lets go by other names (see
     /// `Body::aliased_streams`): their blocks there are not all seen.
     pub aliased: Vec<StreamKey>,
@@ -528,8 +539,8 @@ pub fn check_body(body: &Body, enabled: &dyn Fn(&str) -> bool) -> Judgement {
     let about_callers = cx
         .about_callers
         .iter()
-        .filter(|(span, code)| findings.iter().any(|f| f.span == *span && f.code == *code))
-        .map(|&(span, code)| (span, code, body.name.clone()))
+        .filter(|(span, code, _)| findings.iter().any(|f| f.span == *span && f.code == *code))
+        .map(|&(span, code, needs)| (span, code, body.name.clone(), needs))
         .collect();
     let aliased = body
         .aliased_streams

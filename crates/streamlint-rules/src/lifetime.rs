@@ -7,7 +7,8 @@ use streamlint_graph::{
 };
 
 use crate::{
-    released_at_scope_end, transfer_lifetime_is_sl004, Context, Finding, Label, Rule, Severity,
+    released_at_scope_end, transfer_lifetime_is_sl004, AtTheCall, Context, Finding, Label, Rule,
+    Severity,
 };
 
 pub struct MissingRecordStream;
@@ -328,7 +329,7 @@ impl MissingRecordStream {
             cx.relies_on_discipline(span, "SL001", alloc);
         }
         if kind == EscapeKind::Caller {
-            cx.about_callers(span, "SL001");
+            cx.about_callers(span, "SL001", AtTheCall::After);
         }
         cx.report_once(buffer, finding);
     }

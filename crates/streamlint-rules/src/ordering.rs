@@ -6,8 +6,8 @@ use streamlint_graph::{
 };
 
 use crate::{
-    is_side_stream_transfer, Applicability, Context, Edit, Finding, Fix, Label, Place, Rule,
-    Severity,
+    is_side_stream_transfer, Applicability, AtTheCall, Context, Edit, Finding, Fix, Label, Place,
+    Rule, Severity,
 };
 
 pub struct MissingStreamWait;
@@ -220,8 +220,13 @@ impl MissingStreamWait {
         };
         // Handed on, a value may need more than the wait (its record, a wait where the object
         // is used next): said in words.
-        if returned && left == EscapeKind::Caller {
-            cx.about_callers(op.span, "SL003");
+        // So is memory taken on a stream the caller passes: what the caller queued on it
+        // before the call is the previous owner's work, and only the call site shows it.
+        let callers_queue = allocated && cx.body.stream(producer).origin == StreamOrigin::Parameter;
+        if callers_queue {
+            cx.about_callers(op.span, "SL003", AtTheCall::Before);
+        } else if returned && left == EscapeKind::Caller {
+            cx.about_callers(op.span, "SL003", AtTheCall::After);
         }
         let fix = if returned || race.serializes {
             None
@@ -315,11 +320,5 @@ fn wait_help(cx: &Context<'_>, race: &Race, at: OpId) -> String {
 
 /// Is the access at `op` the allocation of fresh memory (`torch.empty`), which queues no work?
 fn allocated_at(body: &Body, op: OpId) -> bool {
-    matches!(
-        body.op(op).kind,
-        OpKind::Produce {
-            how: Production::Allocate,
-            ..
-        }
-    )
+    matches!(body.op(op).kind, OpKind::Produce { how, .. } if how.allocates())
 }

@@ -49,7 +49,9 @@ impl<'a> Lowerer<'a> {
         }
         // A function of the project: lowered in place, or applied through its summary.
         let callee = self.project_callee(func);
-        if let Some(callee) = callee.filter(|&c| self.lowered_in_place(c)) {
+        if let Some(callee) =
+            callee.filter(|&c| self.lowered_in_place(c) || self.passes_stream(c, args, keywords))
+        {
             return self.inline_call(callee, args, keywords, span);
         }
         let summarized = callee.and_then(|c| Some((c, self.callee_summary(c)?)));
@@ -522,6 +524,8 @@ impl<'a> Lowerer<'a> {
                         Production::HostToDevice { non_blocking }
                     } else if explicit {
                         Production::Allocate
+                    } else if qualified.ends_with("empty_like") {
+                        Production::AllocateLike
                     } else {
                         Production::Compute
                     };

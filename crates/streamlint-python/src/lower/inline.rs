@@ -82,6 +82,42 @@ impl<'a> Lowerer<'a> {
         size <= SMALL_CALLEE_BYTES || self.entering_context
     }
 
+    /// Does the call pass `callee` a stream the caller holds (a name bound to one) for one of
+    /// its stream parameters (`f(x, out_stream=s)`)? How the caller ordered that stream only
+    /// the call shows: such a callee is lowered in place whatever its size (within the index's
+    /// cap).
+    pub(super) fn passes_stream(
+        &self,
+        callee: Resolved<'a>,
+        args: &[Expr],
+        keywords: &[Keyword],
+    ) -> bool {
+        let params = &callee.def.params;
+        params.iter().enumerate().any(|(i, p)| {
+            let annotation = p
+                .annotation
+                .as_ref()
+                .and_then(Expr::dotted)
+                .unwrap_or_default();
+            // Positional arguments fill the parameters before the first `*args`.
+            let positional = || {
+                (!params[..=i].iter().any(|q| q.variadic))
+                    .then(|| args.get(i))
+                    .flatten()
+            };
+            !p.variadic
+                && stream_like(&p.name, &annotation)
+                && Expr::keyword(keywords, &p.name)
+                    .or_else(positional)
+                    .is_some_and(|e| self.holds_stream(e))
+        })
+    }
+
+    /// Is `e` a name bound to a stream here?
+    fn holds_stream(&self, e: &Expr) -> bool {
+        matches!(e, Expr::Name { id, .. } if matches!(self.env.get(id.as_str()), Some(Value::Stream(_))))
+    }
+
     /// The project function a call names: defined in a checked file, not a local name, not a
     /// generator, within the size cap (the index keeps no other), not already being lowered
     /// (recursion), within the depth cap.

@@ -478,12 +478,7 @@ impl<'a> Lowerer<'a> {
         // A small top-level function is lowered in place wherever a lowered call reaches it
         // (whether any does, the run tells).
         let module = self.cx.project.module(self.cx.module);
-        let size = (def.span.end - def.span.start) as usize;
-        if !is_method
-            && self.class.is_none()
-            && size <= crate::project::SMALL_CALLEE_BYTES
-            && module.lowers_in_place(&def.name, def.span.start)
-        {
+        if !is_method && self.class.is_none() && module.lowers_in_place(&def.name, def.span.start) {
             self.b.judged_at_calls();
         }
     }
@@ -736,15 +731,27 @@ impl<'a> Lowerer<'a> {
     /// Made only from values of unknown place, it is taken to be on the device but is not known
     /// to be there (`.cuda()` of it is still a transfer).
     fn produce_result(&mut self, inputs: &[BufferId], span: Span) -> Value {
+        self.produce_like(inputs, Production::Compute, span)
+    }
+
+    /// A new tensor where `inputs` are, made by `how` (`Compute`, or `Allocate` for memory left
+    /// unfilled: `x.new_empty(n)`); on the host when they all are.
+    fn produce_like(&mut self, inputs: &[BufferId], how: Production, span: Span) -> Value {
         let name = self.value_name("result");
         if !inputs.is_empty() && inputs.iter().all(|b| self.on_host(*b)) {
             return self.produce(span, &name, Memory::PageableHost, Production::Host);
         }
-        let v = self.produce(span, &name, Memory::Device, Production::Compute);
         let unknown_place = |b: &BufferId| {
             self.unplaced.contains(b) || self.b.body().buffer(*b).owner == Owner::Caller
         };
-        if inputs.iter().all(unknown_place) {
+        let unplaced = inputs.iter().all(unknown_place);
+        let how = if unplaced && how == Production::Allocate {
+            Production::AllocateLike
+        } else {
+            how
+        };
+        let v = self.produce(span, &name, Memory::Device, how);
+        if unplaced {
             self.unplaced.extend(v.buffers());
         }
         v

@@ -152,6 +152,16 @@ impl<'a> Lowerer<'a> {
                     Target::SameDevice => recv,
                 }
             }
+            // `x.new_empty(n)` takes memory where `x` is, `x.new_zeros(n)` fills it there:
+            // neither reads `x`.
+            "new_empty" | "new_empty_strided" | "new_zeros" | "new_ones" | "new_full" => {
+                let how = if method.starts_with("new_empty") {
+                    Production::Allocate
+                } else {
+                    Production::Compute
+                };
+                self.produce_like(&own, how, span)
+            }
             "pin_memory" => {
                 let name = self.value_name("pinned");
                 self.produce(span, &name, Memory::PinnedHost, Production::Host)
