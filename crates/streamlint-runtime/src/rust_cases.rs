@@ -41,6 +41,8 @@ macro_rules! rust_cases {
 rust_cases! {
     sl001_bad: "../../../fixtures/rust/SL001/bad_runtime_two_heads_drop_trunk.rs";
     sl001_good: "../../../fixtures/rust/SL001/good_runtime_two_heads_drop_trunk.rs";
+    sl002_bad: "../../../fixtures/rust/SL002/bad_runtime_sync_copy_pointer_taken_for_compute_stream.rs";
+    sl002_good: "../../../fixtures/rust/SL002/good_runtime_sync_copy_pointer_taken_for_compute_stream.rs";
     sl003_bad: "../../../fixtures/rust/SL003/bad_runtime_untracked_shard_no_join.rs";
     sl003_good: "../../../fixtures/rust/SL003/good_runtime_untracked_shard_no_join.rs";
     sl005_bad: "../../../fixtures/rust/SL005/bad_runtime_side_stream_scope.rs";

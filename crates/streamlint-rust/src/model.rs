@@ -74,6 +74,42 @@ pub const BORROWED_STREAMS: &[&str] = &[
     "stream",
 ];
 
+/// Driver calls given no stream (cudarc's `result::memcpy_dtoh_sync`, the driver's
+/// `cuMemcpyDtoH_v2`, ...): they run on the legacy default stream, which waits for the context's
+/// blocking streams and which they wait for, but not for the non-blocking streams cudarc creates.
+/// Whether the host waits for them is [`returns_when_done`].
+pub fn on_legacy_stream(function: &str) -> bool {
+    const CUDARC: &[&str] = &[
+        "memcpy_dtoh_sync",
+        "memcpy_htod_sync",
+        "memcpy_dtod_sync",
+        "memset_d8_sync",
+        "memset_d16_sync",
+        "memset_d32_sync",
+    ];
+    const DRIVER: &[&str] = &[
+        "cuMemcpyDtoH",
+        "cuMemcpyHtoD",
+        "cuMemcpyDtoD",
+        "cuMemsetD8",
+        "cuMemsetD16",
+        "cuMemsetD32",
+    ];
+    CUDARC.contains(&function)
+        || DRIVER.iter().any(|d| {
+            function
+                .strip_prefix(d)
+                .is_some_and(|rest| matches!(rest, "" | "_v2"))
+        })
+}
+
+/// Does a call on the legacy default stream return only once its work is done? A copy into host
+/// memory does; a copy from pageable host memory returns once the source is staged, and copies
+/// and fills of device memory do not wait at all.
+pub fn returns_when_done(function: &str) -> bool {
+    function.to_ascii_lowercase().contains("dtoh")
+}
+
 /// Methods the lowering knows on any receiver, beyond the stream factories.
 const METHODS_ON_ANY_RECEIVER: &[&str] = &[
     "default_stream",
@@ -146,6 +182,28 @@ fn in_line_comment(source: &[u8], at: usize) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stream_less_driver_calls_are_told_apart() {
+        for legacy in [
+            "memcpy_dtoh_sync",
+            "memset_d8_sync",
+            "cuMemcpyDtoH_v2",
+            "cuMemsetD32",
+        ] {
+            assert!(on_legacy_stream(legacy), "{legacy}");
+        }
+        for other in [
+            "memcpy_dtoh_async",
+            "cuMemcpyDtoHAsync_v2",
+            "cuMemsetD8Async",
+            "launch_kernel",
+        ] {
+            assert!(!on_legacy_stream(other), "{other}");
+        }
+        assert!(returns_when_done("cuMemcpyDtoH_v2") && returns_when_done("memcpy_dtoh_sync"));
+        assert!(!returns_when_done("memcpy_htod_sync") && !returns_when_done("memset_d8_sync"));
+    }
 
     #[test]
     fn the_prefilter_counts_whole_identifiers_only() {

@@ -51,7 +51,21 @@ impl Lowerer<'_> {
                 );
                 Value::Stream(s)
             }
+            // The per-thread default stream is a blocking stream: it and the legacy default stream
+            // (`default_stream()`, where stream-less driver calls run) wait for each other's
+            // earlier work, so for ordering they are one stream.
             (Value::Context | Value::Unknown, "default_stream") => Value::Stream(self.b.ambient()),
+            (Value::Context | Value::Unknown, "per_thread_stream") => {
+                // Named as the code reaches it, unless the code named it already.
+                let ambient = self.b.ambient();
+                let spelled = self.spelled(m);
+                let stream = self.b.stream_mut(ambient);
+                if stream.expr == "stream" || stream.expr.ends_with(".default_stream()") {
+                    stream.display = format!("`{spelled}`");
+                    stream.expr = spelled;
+                }
+                Value::Stream(ambient)
+            }
             (Value::Context | Value::Unknown, f)
                 if BORROWED_STREAMS.contains(&f) && m.args.is_empty() =>
             {
@@ -575,12 +589,36 @@ impl Lowerer<'_> {
                 return self.apply_summary(&summary.clone(), &vals, sp);
             }
         }
-        // Raw work: a call given a stream's raw handle runs on that stream, through the raw
-        // pointers it is given.
-        if let Some(stream) = vals.iter().find_map(|v| match v {
+        let raw_stream = vals.iter().find_map(|v| match v {
             Value::RawStream(s) => Some(*s),
             _ => None,
-        }) {
+        });
+        match (owner, last, raw_stream) {
+            // The host waits for a stream or for the whole context.
+            ("stream", "synchronize", Some(s)) | (_, "cuStreamSynchronize", Some(s)) => {
+                self.b.push(OpKind::SyncStream { stream: s }, sp);
+                return Value::Unknown;
+            }
+            ("ctx", "synchronize", _) | (_, "cuCtxSynchronize", _) => {
+                self.b.push(OpKind::SyncDevice, sp);
+                return Value::Unknown;
+            }
+            // The legacy default stream, which is the context's default stream in cudarc
+            // (`ctx.default_stream()`, the body's ambient stream): it is ordered with it, and not
+            // with the non-blocking streams `new_stream()` makes.
+            (_, f, None) if crate::model::on_legacy_stream(f) => {
+                let legacy = self.b.ambient();
+                self.raw_call(f, legacy, &c.args, sp);
+                if crate::model::returns_when_done(f) {
+                    self.b.push(OpKind::SyncStream { stream: legacy }, sp);
+                }
+                return Value::Unknown;
+            }
+            _ => {}
+        }
+        // Raw work: a call given a stream's raw handle runs on that stream, through the raw
+        // pointers it is given.
+        if let Some(stream) = raw_stream {
             return self.raw_call(last, stream, &c.args, sp);
         }
         // Slices passed by value move into the callee.

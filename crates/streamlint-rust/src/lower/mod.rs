@@ -619,8 +619,21 @@ impl Lowerer<'_> {
                 ),
                 None => Value::Unknown,
             };
+            if matches!(value, Value::Context) {
+                self.name_default_stream(&name);
+            }
             self.params.push(value.clone());
             self.bind(&name, value);
+        }
+    }
+
+    /// The context is named `ctx`: fixes spell its default stream `ctx.default_stream()` (the
+    /// stream driver calls given no stream run on), unless the code already named it.
+    pub(super) fn name_default_stream(&mut self, ctx: &str) {
+        let ambient = self.b.ambient();
+        let stream = self.b_stream_mut(ambient);
+        if stream.expr == "stream" {
+            stream.expr = format!("{ctx}.default_stream()");
         }
     }
 

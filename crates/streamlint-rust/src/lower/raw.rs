@@ -44,7 +44,7 @@ impl Lowerer<'_> {
             }
             _ => {
                 // A device-to-host copy only reads its device pointer.
-                let reads_only = function.contains("dtoh");
+                let reads_only = function.to_ascii_lowercase().contains("dtoh");
                 for (buffer, write) in self.pointers_in(args) {
                     self.b.push(
                         OpKind::Raw {

@@ -99,7 +99,9 @@ impl Lowerer<'_> {
                             sm.origin = StreamOrigin::Created;
                             sm.display = format!("`{name}`");
                             sm.expr = name.clone();
-                        } else if stream.origin == StreamOrigin::Ambient && stream.expr == "stream"
+                        } else if stream.origin == StreamOrigin::Ambient
+                            && (stream.expr == "stream"
+                                || stream.expr.ends_with(".default_stream()"))
                         {
                             // `let main = ctx.default_stream();`: fixes name it as the code does.
                             let sm = self.b_stream_mut(s);
@@ -109,6 +111,10 @@ impl Lowerer<'_> {
                         Value::Stream(s)
                     }
                     Value::PtrGuard { buffer, write, .. } => Value::Ptr { buffer, write },
+                    Value::Context => {
+                        self.name_default_stream(&name);
+                        Value::Context
+                    }
                     v => v,
                 };
                 // A value made by this statement takes the name it is bound to.
