@@ -133,7 +133,8 @@ pub(crate) fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
 
 /// The bytes of a file, or its length when it is over [`MAX_FILE_BYTES`]. The file is opened
 /// once: its size comes from the open file, not from a second lookup of its path, and is not
-/// asked again (`File::read_to_end` would, and seek, for every one of thousands of files).
+/// asked again (`File::read_to_end` would, and seek, for every one of thousands of files). The
+/// buffer is not zeroed first: most files are read only to be turned away.
 fn read_within_limit(path: &Path) -> std::io::Result<Result<Vec<u8>, u64>> {
     use std::io::Read;
     let mut file = std::fs::File::open(path)?;
@@ -141,21 +142,11 @@ fn read_within_limit(path: &Path) -> std::io::Result<Result<Vec<u8>, u64>> {
     if len > MAX_FILE_BYTES {
         return Ok(Err(len));
     }
-    let mut bytes = vec![0; len as usize];
-    let mut filled = 0;
-    while filled < bytes.len() {
-        match file.read(&mut bytes[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    bytes.truncate(filled);
-    // A file that grew since its size was read: the rest as it is now.
-    let mut more = [0; 1];
-    if filled as u64 == len && file.read(&mut more)? == 1 {
-        bytes.push(more[0]);
+    // Read through `take`, which asks nothing of the file; one byte more than its size tells
+    // whether it grew since.
+    let mut bytes = Vec::with_capacity(len as usize + 1);
+    let read = (&mut file).take(len + 1).read_to_end(&mut bytes)?;
+    if read as u64 > len {
         file.read_to_end(&mut bytes)?;
     }
     Ok(Ok(bytes))
