@@ -97,10 +97,15 @@ struct StructFields {
 
 impl<'ast> Visit<'ast> for StructFields {
     fn visit_item_struct(&mut self, s: &'ast syn::ItemStruct) {
+        // Named fields by name, a tuple struct's by position (`self.0`).
         let typed = s
             .fields
             .iter()
-            .filter_map(|f| Some((f.ident.as_ref()?.to_string(), type_kind(&f.ty)?)))
+            .enumerate()
+            .filter_map(|(i, f)| {
+                let name = f.ident.as_ref().map_or(i.to_string(), |n| n.to_string());
+                Some((name, type_kind(&f.ty)?))
+            })
             .collect();
         self.fields.insert(s.ident.to_string(), typed);
     }

@@ -316,6 +316,7 @@ fn inert(source: &str, tokens: &[Token], functions: &[Function]) -> Vec<Function
         .into_iter()
         .chain(gpu_types.iter().copied())
         .collect();
+    let tuple_fields = gpu_tuple_fields(source, tokens, &gpu_types);
     let mut by_name: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
     for (k, f) in functions.iter().enumerate() {
         by_name
@@ -327,12 +328,19 @@ fn inert(source: &str, tokens: &[Token], functions: &[Function]) -> Vec<Function
     let mut active = vec![false; functions.len()];
     let mut named: Vec<Vec<usize>> = vec![Vec::new(); functions.len()];
     for (k, f) in functions.iter().enumerate() {
-        for t in &tokens[f.keyword..=f.close] {
+        for (i, t) in tokens[f.keyword..=f.close].iter().enumerate() {
             if t.kind != Kind::Word {
                 continue;
             }
             let word = t.text(source);
             active[k] |= gpu_words.contains(word);
+            // `self.0` of a tuple struct whose field 0 has a GPU type.
+            if !tuple_fields.is_empty() && word == "self" {
+                let at = f.keyword + i;
+                let dot = tokens.get(at + 1).is_some_and(|d| d.text(source) == ".");
+                let index = tokens.get(at + 2).map(|n| n.text(source));
+                active[k] |= dot && index.is_some_and(|n| tuple_fields.contains(n));
+            }
             if let Some(callees) = by_name.get(word) {
                 named[k].extend(callees);
             }
@@ -406,6 +414,48 @@ fn gpu_fields<'s>(source: &'s str, tokens: &[Token], gpu_types: &FxHashSet<&str>
     out
 }
 
+/// The positions (`"0"`, `"1"`) of the fields of the file's tuple structs declared with a GPU
+/// type (`struct Streams(Arc<CudaStream>, usize)`): `self.0` is a GPU value in their methods.
+fn gpu_tuple_fields(
+    source: &str,
+    tokens: &[Token],
+    gpu_types: &FxHashSet<&str>,
+) -> FxHashSet<String> {
+    let mut out = FxHashSet::default();
+    for (i, t) in tokens.iter().enumerate() {
+        if t.kind != Kind::Word || t.text(source) != "struct" {
+            continue;
+        }
+        let Some(open) = tokens[i + 1..]
+            .iter()
+            .position(|t| matches!(t.kind, Kind::Open(b'{' | b'(') | Kind::Semicolon))
+            .map(|p| i + 1 + p)
+            .filter(|&o| tokens[o].kind == Kind::Open(b'('))
+        else {
+            continue;
+        };
+        // Fields are split by the commas outside brackets and `<..>`.
+        let (mut index, mut angle, mut j) = (0, 0i32, open + 1);
+        while j < tokens[open].partner {
+            let t = &tokens[j];
+            match (t.kind, t.text(source)) {
+                (Kind::Open(_), _) => {
+                    j = t.partner;
+                }
+                (Kind::Other, "<") => angle += 1,
+                (Kind::Other, ">") => angle -= 1,
+                (Kind::Other, ",") if angle == 0 => index += 1,
+                (Kind::Word, word) if gpu_types.contains(word) => {
+                    out.insert(index.to_string());
+                }
+                _ => {}
+            }
+            j += 1;
+        }
+    }
+    out
+}
+
 /// Is token `i` a colon on its own (not half of a path's `::`)?
 fn single_colon(tokens: &[Token], i: usize) -> bool {
     let colon = |k: usize| tokens.get(k).is_some_and(|t| t.kind == Kind::Colon);
@@ -451,6 +501,27 @@ mod tests {
         }
         proc_macro2::extra::invalidate_current_thread_spans();
         names
+    }
+
+    #[test]
+    fn methods_of_a_tuple_struct_with_a_gpu_field_are_kept() {
+        let source = r#"
+pub struct Device(Arc<CudaContext>, HashMap<String, usize>, Arc<CudaStream>);
+impl Device {
+    fn names(&self) -> usize { self.1.len() }
+    fn upload(&self, host: &[f32]) { let _ = self.2.clone_htod(host); }
+    fn context(&self) -> usize { self.0.ordinal() }
+}
+"#;
+        assert_eq!(blanked(source), ["names"]);
+        assert_eq!(
+            gpu_tuple_fields(
+                source,
+                &tokens(source.as_bytes()).unwrap().0,
+                &names_that_start_gpu_work().collect()
+            ),
+            FxHashSet::from_iter(["0".to_string(), "2".to_string()])
+        );
     }
 
     #[test]

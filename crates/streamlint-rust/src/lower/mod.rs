@@ -411,6 +411,9 @@ impl Lowerer<'_> {
             (syn::Expr::Path(p), syn::Member::Named(field)) if p.path.is_ident("self") => {
                 Some(format!("self.{field}"))
             }
+            (syn::Expr::Path(p), syn::Member::Unnamed(index)) if p.path.is_ident("self") => {
+                Some(format!("self.{}", index.index))
+            }
             _ => None,
         }
     }
