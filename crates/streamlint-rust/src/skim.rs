@@ -369,23 +369,30 @@ fn inert(source: &str, tokens: &[Token], functions: &[Function]) -> Vec<Function
     out
 }
 
+/// The opening bracket of every struct body of the file that opens with `bracket`: `{` for
+/// named fields (`struct Name<..> where .. { fields }`), `(` for a tuple struct's.
+fn struct_bodies<'t>(
+    source: &'t str,
+    tokens: &'t [Token],
+    bracket: u8,
+) -> impl Iterator<Item = usize> + 't {
+    tokens.iter().enumerate().filter_map(move |(i, t)| {
+        if t.kind != Kind::Word || t.text(source) != "struct" {
+            return None;
+        }
+        tokens[i + 1..]
+            .iter()
+            .position(|t| matches!(t.kind, Kind::Open(b'{' | b'(') | Kind::Semicolon))
+            .map(|p| i + 1 + p)
+            .filter(|&o| tokens[o].kind == Kind::Open(bracket))
+    })
+}
+
 /// The names of the fields of the file's structs declared with a GPU type
 /// (`stream: Arc<CudaStream>`): `self.stream` is a GPU value in their methods.
 fn gpu_fields<'s>(source: &'s str, tokens: &[Token], gpu_types: &FxHashSet<&str>) -> Vec<&'s str> {
     let mut out = Vec::new();
-    for (i, t) in tokens.iter().enumerate() {
-        if t.kind != Kind::Word || t.text(source) != "struct" {
-            continue;
-        }
-        // `struct Name<..> where .. { fields }`; tuple structs have no named fields.
-        let Some(open) = tokens[i + 1..]
-            .iter()
-            .position(|t| matches!(t.kind, Kind::Open(b'{' | b'(') | Kind::Semicolon))
-            .map(|p| i + 1 + p)
-            .filter(|&o| tokens[o].kind == Kind::Open(b'{'))
-        else {
-            continue;
-        };
+    for open in struct_bodies(source, tokens, b'{') {
         // A field is a name and a single colon at the top of the body; its type runs to the
         // next field's name (commas inside `<..>` need no telling apart that way).
         let mut fields = Vec::new();
@@ -422,18 +429,7 @@ fn gpu_tuple_fields(
     gpu_types: &FxHashSet<&str>,
 ) -> FxHashSet<String> {
     let mut out = FxHashSet::default();
-    for (i, t) in tokens.iter().enumerate() {
-        if t.kind != Kind::Word || t.text(source) != "struct" {
-            continue;
-        }
-        let Some(open) = tokens[i + 1..]
-            .iter()
-            .position(|t| matches!(t.kind, Kind::Open(b'{' | b'(') | Kind::Semicolon))
-            .map(|p| i + 1 + p)
-            .filter(|&o| tokens[o].kind == Kind::Open(b'('))
-        else {
-            continue;
-        };
+    for open in struct_bodies(source, tokens, b'(') {
         // Fields are split by the commas outside brackets and `<..>`.
         let (mut index, mut angle, mut j) = (0, 0i32, open + 1);
         while j < tokens[open].partner {
