@@ -320,11 +320,42 @@ impl Lowerer<'_> {
             (Value::Slice(_) | Value::Context | Value::Event(_), "clone") => recv,
             _ => {
                 for a in &m.args {
-                    self.expr(a);
+                    let v = self.expr(a);
+                    self.run_handed_closure(&v, sp);
                 }
                 Value::Unknown
             }
         }
+    }
+
+    /// A closure handed to code the model does not know (`dev.with_stream(|s| ..)`,
+    /// `self.launch(move |args| ..)`) runs there, once, before the call returns, when it uses a
+    /// raw pointer: that use is the work the pointer's guard had to cover. (Closures that use
+    /// no raw pointer, iterator adapters' among them, are left alone.)
+    fn run_handed_closure(&mut self, v: &Value, sp: Span) {
+        if let Value::Closure(c) = v {
+            if !self.pointers_in([c.0.body.as_ref()]).is_empty() {
+                self.call_closure(&c.clone(), &[], sp);
+            }
+        }
+    }
+
+    /// The closure's body, run at a call with `args` for its parameters, in a scope of its own.
+    pub(super) fn call_closure(&mut self, c: &Closure, args: &[Value], sp: Span) -> Value {
+        self.scopes.push(Vec::new());
+        for (i, input) in c.0.inputs.iter().enumerate() {
+            let pat = match input {
+                syn::Pat::Type(t) => t.pat.as_ref(),
+                other => other,
+            };
+            if let syn::Pat::Ident(id) = pat {
+                let value = args.get(i).cloned().unwrap_or(Value::Unknown);
+                self.bind(&id.ident.to_string(), value);
+            }
+        }
+        let value = self.expr(&c.0.body);
+        self.pop_scope(sp);
+        value
     }
 
     pub(super) fn stream_method(
@@ -585,7 +616,13 @@ impl Lowerer<'_> {
         }
         let vals: Vec<Value> = c.args.iter().map(|a| self.expr(a)).collect();
         if let [name] = path.as_slice() {
+            if let Some(Value::Closure(closure)) = self.lookup(name).map(|l| l.value.clone()) {
+                return self.call_closure(&closure, &vals, sp);
+            }
             if let Some(summary) = self.summaries.get(name) {
+                for v in &vals {
+                    self.run_handed_closure(v, sp);
+                }
                 return self.apply_summary(&summary.clone(), &vals, sp);
             }
         }
@@ -620,6 +657,9 @@ impl Lowerer<'_> {
         // pointers it is given.
         if let Some(stream) = raw_stream {
             return self.raw_call(last, stream, &c.args, sp);
+        }
+        for v in &vals {
+            self.run_handed_closure(v, sp);
         }
         // Slices passed by value move into the callee.
         for a in &c.args {

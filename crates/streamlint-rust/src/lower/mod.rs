@@ -65,7 +65,20 @@ enum Value {
     },
     /// One of several events, by path (`let ev = if c { s.record_event(None)? } else { .. }`).
     Events(Vec<EventId>),
+    /// A closure: its body runs where it is called (`run(&stream)`), or where it is handed to
+    /// code that calls it (`with_stream(|s| ..)`).
+    Closure(Closure),
     Unknown,
+}
+
+/// A closure's syntax, shared by the values that hold it.
+#[derive(Clone)]
+struct Closure(std::rc::Rc<syn::ExprClosure>);
+
+impl std::fmt::Debug for Closure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Closure")
+    }
 }
 
 impl Value {

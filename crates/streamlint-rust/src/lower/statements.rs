@@ -206,6 +206,7 @@ impl Lowerer<'_> {
             E::Cast(c) => self.expr(&c.expr),
             E::Unsafe(u) => self.block_value(&u.block),
             E::Block(b) => self.block_value(&b.block),
+            E::Closure(c) => Value::Closure(Closure(std::rc::Rc::new(c.clone()))),
             E::MethodCall(m) => {
                 let whole = call_span(&m.receiver, m.paren_token.span.close());
                 self.method_call(m, whole.unwrap_or_else(sp))
