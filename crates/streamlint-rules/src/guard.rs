@@ -51,7 +51,7 @@ impl Rule for SyncGuardDroppedEarly {
                 Label { span: cx.span(taken), message: "pointer and guard taken here".into() },
                 Label { span: op.span, message: "raw work enqueued here".into() },
             ],
-            help: Some("bind the guard to a named variable (`let (ptr, _guard) = ...`) and drop it after the raw work is enqueued".into()),
+            help: Some("keep the guard alive until the raw work is enqueued: bind it to a name (`let (ptr, _guard) = ...`) in the scope that enqueues the work, and let it go after".into()),
         });
     }
 }
