@@ -16,11 +16,22 @@ use streamlint_rules::{AtTheCall, Severity};
 use crate::disciplines::Decided;
 use crate::run::Checked;
 
-/// A call of a helper: whether it was lowered with the helper in place, and where it is, as a
-/// message names it.
+/// A call of a helper: how far the caller's analysis judged it, and where it is, as a message
+/// names it.
 struct Call {
-    judged: bool,
+    judged: Judged,
     place: String,
+}
+
+/// How far a call of a helper was judged.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Judged {
+    /// Lowered with the helper in place and followed as far as the finding needs.
+    Whole,
+    /// Lowered in place, but what it made or used was handed to code the analysis does not see.
+    NotFollowed,
+    /// Not lowered with the helper in place.
+    NotLowered,
 }
 
 /// Decide the findings about callers of every file of a run, with the calls of every file
@@ -44,7 +55,7 @@ pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked], files: &[P
                 .iter()
                 .map(|(_, function, needs)| {
                     let Some(home) = *home else {
-                        return verdict(function, &[], "in the checked files");
+                        return verdict(function, &[], "in the checked files", *needs);
                     };
                     let path_of = |m: usize| checked.get(&m).map(|&i| done[i].0.path.as_path());
                     let elsewhere = |caller: usize, qualified: &str| {
@@ -58,8 +69,9 @@ pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked], files: &[P
                             let path =
                                 file.map_or(String::new(), |(t, ..)| t.path.display().to_string());
                             Call {
-                                judged: file
-                                    .is_some_and(|(.., d)| lowered_with(d, at, function, *needs)),
+                                judged: file.map_or(Judged::NotLowered, |(.., d)| {
+                                    lowered_with(d, at, function, *needs)
+                                }),
                                 place: match block {
                                     Some(block) => format!("`{block}` ({path})"),
                                     None => format!("the module code of {path}"),
@@ -67,7 +79,7 @@ pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked], files: &[P
                             }
                         })
                         .collect();
-                    verdict(function, &calls, "in the checked files")
+                    verdict(function, &calls, "in the checked files", *needs)
                 })
                 .collect()
         })
@@ -124,7 +136,7 @@ pub(crate) fn settle_file(decided: &mut Decided, source: &str) {
                     ),
                 })
                 .collect();
-            verdict(function, &calls, "in this file")
+            verdict(function, &calls, "in this file", *needs)
         })
         .collect();
     apply(decided, verdicts);
@@ -167,41 +179,52 @@ pub(crate) fn judged_calls(body: &Body) -> Vec<(Span, String, bool)> {
 
 /// Was the call whose `(` is at `at` lowered with `function` in place, and followed as far as
 /// `needs` asks?
-fn lowered_with(decided: &Decided, at: u32, function: &str, needs: AtTheCall) -> bool {
-    decided.inlined.iter().any(|(span, callee, followed)| {
+fn lowered_with(decided: &Decided, at: u32, function: &str, needs: AtTheCall) -> Judged {
+    let call = decided.inlined.iter().find(|(span, callee, _)| {
         (span.start..span.end).contains(&at)
-            && (*followed || needs == AtTheCall::Before)
             && callee
                 .strip_suffix(function)
                 .is_some_and(|module| module.ends_with('.'))
-    })
+    });
+    match call {
+        None => Judged::NotLowered,
+        Some((.., followed)) if *followed || needs == AtTheCall::Before => Judged::Whole,
+        Some(_) => Judged::NotFollowed,
+    }
 }
 
 /// The proof, or what keeps the findings: no call at all, or the calls not judged (named).
 type Verdict = Result<String, Option<String>>;
 
-fn verdict(function: &str, calls: &[Call], scope: &str) -> Verdict {
+fn verdict(function: &str, calls: &[Call], scope: &str, needs: AtTheCall) -> Verdict {
     if calls.is_empty() {
         return Err(None);
     }
-    let unjudged: Vec<&str> = calls
-        .iter()
-        .filter(|c| !c.judged)
-        .map(|c| c.place.as_str())
-        .collect();
+    let what = match needs {
+        AtTheCall::Before => "what the caller queued on the stream before the call",
+        AtTheCall::After => "what the caller does with the result",
+    };
+    let unjudged: Vec<&Call> = calls.iter().filter(|c| c.judged != Judged::Whole).collect();
     match unjudged.as_slice() {
         [] => Ok(format!(
-            "proven safe here: `{function}` is lowered in place at each of its calls {scope} ({}), where what the caller does with it is judged",
+            "proven safe here: `{function}` is lowered in place at each of its calls {scope} ({}), where {what} is judged",
             calls.len()
         )),
-        [first, rest @ ..] => Err(Some(format!(
-            "the call in {first}{} is in code the analysis does not lower with it in place (code that names no stream, or a call it does not resolve), where what it does with the result is not judged",
-            if rest.is_empty() {
-                String::new()
-            } else {
-                format!(" (and {} more)", rest.len())
-            },
-        ))),
+        [first, rest @ ..] => {
+            let why = match first.judged {
+                Judged::NotFollowed => "is lowered with it in place, but the result is handed to code the analysis does not see",
+                _ => "is in code the analysis does not lower with it in place (code that names no stream, or a call it does not resolve)",
+            };
+            Err(Some(format!(
+                "the call in {}{} {why}, where {what} is not judged",
+                first.place,
+                if rest.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (and {} more)", rest.len())
+                },
+            )))
+        }
     }
 }
 
