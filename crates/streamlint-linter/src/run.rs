@@ -11,6 +11,7 @@ use rayon::prelude::*;
 use streamlint_graph::{Body, Deadline};
 use streamlint_python::{module_name, ModuleIndex, Project};
 use streamlint_rules::Finding;
+use streamlint_rust::CrateStructs;
 
 use crate::disciplines::Decided;
 use crate::{error_finding, judge, worth_parsing, FileReport, Language, Settings, MAX_FILE_BYTES};
@@ -40,6 +41,8 @@ pub(crate) type Checked = (Text, Option<usize>, Decided);
 enum Indexed {
     /// To check, with its index if it is a Python file.
     ToCheck(PathBuf, Option<Arc<ModuleIndex>>),
+    /// A Rust file to check, with the structs it declares for the other files' methods.
+    RustToCheck(PathBuf, CrateStructs),
     Done(FileReport),
     Package(PathBuf),
 }
@@ -176,23 +179,30 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         .par_iter()
         .with_max_len(INDEX_PIECE)
         .map(|p| match load(p, settings, false) {
+            Loaded::Text(t) if t.language == Language::Rust => {
+                let structs = CrateStructs::of_file(&t.source);
+                Indexed::RustToCheck(t.path, structs)
+            }
             Loaded::Text(t) => {
-                let index = (t.language == Language::Python).then(|| {
-                    Arc::new(ModuleIndex::new(
-                        module_name(&t.path),
-                        &t.source,
-                        &settings.api,
-                        &settings.python_prefilter,
-                    ))
-                });
-                Indexed::ToCheck(t.path, index)
+                let index = Arc::new(ModuleIndex::new(
+                    module_name(&t.path),
+                    &t.source,
+                    &settings.api,
+                    &settings.python_prefilter,
+                ));
+                Indexed::ToCheck(t.path, Some(index))
             }
             Loaded::Done(r) => Indexed::Done(r),
             Loaded::Package(path) => Indexed::Package(path),
         })
         .collect();
+    let mut crate_structs = CrateStructs::default();
     for indexed in indexed {
         match indexed {
+            Indexed::RustToCheck(path, structs) => {
+                crate_structs.merge(structs);
+                to_check.push((path, None));
+            }
             Indexed::ToCheck(path, index) => {
                 let module = index.map(|m| {
                     modules.push(m);
@@ -213,7 +223,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         let deadline = Deadline::after(settings.file_time_limit);
         match module {
             Some(m) => lower_in_project(&project, m, &t.source, deadline),
-            None => streamlint_rust::lower_source(&t.source, deadline)
+            None => streamlint_rust::lower_source_in(&t.source, deadline, &crate_structs)
                 .map_err(|e| (e.offset, e.message)),
         }
     };

@@ -22,17 +22,71 @@ pub struct ParseError {
     pub message: String,
 }
 
+/// The GPU-typed fields of the structs the files of a crate declare, by struct name, so that a
+/// method in one file sees the fields its struct declares in another. A name that two files
+/// declare with different fields (two crates' `Device`) is known in neither.
+#[derive(Clone, Debug, Default)]
+pub struct CrateStructs {
+    fields: FxHashMap<String, Option<Vec<(String, TypeKind)>>>,
+}
+
+impl CrateStructs {
+    /// The structs `source` declares with GPU-typed fields. Each item is parsed on its own: the
+    /// file as a whole is parsed only when it is lowered.
+    pub fn of_file(source: &str) -> CrateStructs {
+        let mut fields = FxHashMap::default();
+        for item in skim::gpu_struct_items(source) {
+            if let Ok(s) = syn::parse_str::<syn::ItemStruct>(item) {
+                let mut found = StructFields::default();
+                found.visit_item_struct(&s);
+                fields.extend(found.fields.into_iter().map(|(k, v)| (k, Some(v))));
+            }
+        }
+        // Spans of these parses would shift the next file's.
+        proc_macro2::extra::invalidate_current_thread_spans();
+        CrateStructs { fields }
+    }
+
+    /// Add another file's structs.
+    pub fn merge(&mut self, other: CrateStructs) {
+        for (name, fields) in other.fields {
+            match self.fields.get(&name) {
+                Some(known) if *known != fields => {
+                    self.fields.insert(name, None);
+                }
+                Some(_) => {}
+                None => {
+                    self.fields.insert(name, fields);
+                }
+            }
+        }
+    }
+
+    fn get(&self, name: &str) -> Option<&Vec<(String, TypeKind)>> {
+        self.fields.get(name)?.as_ref()
+    }
+}
+
 /// Parse `source` and lower every function and method.
 pub fn lower_source(source: &str, deadline: Deadline) -> Result<Vec<Body>, ParseError> {
+    lower_source_in(source, deadline, &CrateStructs::default())
+}
+
+/// [`lower_source`] for a file of a crate whose other files declare `structs`.
+pub fn lower_source_in(
+    source: &str,
+    deadline: Deadline,
+    structs: &CrateStructs,
+) -> Result<Vec<Body>, ParseError> {
     // Bodies without GPU work are not parsed; should the scan that found them have misread
     // the text, the text is parsed whole, so that an error is always the file's own.
-    let skimmed = skim::without_inert_bodies(source);
+    let skimmed = skim::without_inert_bodies(source, structs);
     let parsed = match syn::parse_file(&skimmed) {
         Err(_) if matches!(skimmed, std::borrow::Cow::Owned(_)) => syn::parse_file(source),
         parsed => parsed,
     };
     let result = match parsed {
-        Ok(file) => Ok(lower_file(&file, source, deadline)),
+        Ok(file) => Ok(lower_file(&file, source, deadline, structs)),
         Err(e) => Err(ParseError {
             offset: e.span().byte_range().start as u32,
             message: e.to_string(),
@@ -55,8 +109,27 @@ pub fn syntax_error(source: &str) -> Option<ParseError> {
 
 /// Lower the file's functions; when some free function has a summary worth applying, lower
 /// again, with the summaries, the functions that name one of them (the others lower as before).
-fn lower_file(file: &syn::File, source: &str, deadline: Deadline) -> Vec<Body> {
+fn lower_file(
+    file: &syn::File,
+    source: &str,
+    deadline: Deadline,
+    crate_structs: &CrateStructs,
+) -> Vec<Body> {
+    // The fields other files declare for the structs this file implements; the file's own
+    // declarations replace them.
+    let implemented = file.items.iter().filter_map(|item| match item {
+        syn::Item::Impl(i) => match i.self_ty.as_ref() {
+            syn::Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
+            _ => None,
+        },
+        _ => None,
+    });
     let mut structs = StructFields::default();
+    for name in implemented {
+        if let Some(fields) = crate_structs.get(&name) {
+            structs.fields.insert(name, fields.clone());
+        }
+    }
     structs.visit_file(file);
     let mut first = Functions {
         source,
@@ -254,6 +327,32 @@ impl<'ast> Visit<'ast> for Functions<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_crates_structs_come_from_every_file_and_conflicts_know_nothing() {
+        let engine = "use cudarc::driver::CudaStream;\n/// The engine (a `struct` of {braces}).\npub(crate) struct Engine {\n    /// queue (for uploads)\n    pub q: Arc<CudaStream>,\n    n: usize,\n}\npub struct Pair(Arc<CudaStream>, usize);\nstruct Plain { n: usize }\n";
+        let structs = CrateStructs::of_file(engine);
+        assert_eq!(
+            structs.get("Engine"),
+            Some(&vec![("q".to_string(), TypeKind::Stream)])
+        );
+        assert_eq!(
+            structs.get("Pair"),
+            Some(&vec![("0".to_string(), TypeKind::Stream)])
+        );
+        assert_eq!(structs.get("Plain"), None);
+        // Another crate's `Engine` with other fields: neither is known.
+        let mut all = structs.clone();
+        all.merge(CrateStructs::of_file(
+            "struct Engine { s: CudaSlice<f32> }\n",
+        ));
+        assert_eq!(all.get("Engine"), None);
+        assert!(all.get("Pair").is_some());
+        // The same declaration seen twice is still known.
+        let mut twice = structs.clone();
+        twice.merge(CrateStructs::of_file(engine));
+        assert!(twice.get("Engine").is_some());
+    }
 
     #[test]
     fn functions_methods_and_nested_functions_are_bodies() {

@@ -21,15 +21,25 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
 
 use crate::model::names_that_start_gpu_work;
+use crate::CrateStructs;
 
 /// The text to parse: `source` with the bodies of inert functions and the comments blanked,
 /// or `source` itself when there is nothing to blank (or when the scan cannot follow the text).
-pub fn without_inert_bodies(source: &str) -> Cow<'_, str> {
+/// `crate_structs` are the structs the crate's files declare: the fields of those this file
+/// implements are GPU values in its methods.
+pub fn without_inert_bodies<'s>(source: &'s str, crate_structs: &CrateStructs) -> Cow<'s, str> {
     let Some((tokens, comments)) = tokens(source.as_bytes()) else {
         return Cow::Borrowed(source);
     };
     let functions = functions(source, &tokens);
-    let inert = inert(source, &tokens, &functions);
+    // The fields other files declare for the structs this file implements.
+    let other_fields: Vec<&str> = impl_targets(source, &tokens)
+        .into_iter()
+        .filter_map(|target| crate_structs.get(target))
+        .flatten()
+        .map(|(field, _)| field.as_str())
+        .collect();
+    let inert = inert(source, &tokens, &functions, &other_fields);
     if inert.is_empty() && comments.is_empty() {
         return Cow::Borrowed(source);
     }
@@ -310,11 +320,17 @@ fn functions(source: &str, tokens: &[Token]) -> Vec<Function> {
 
 /// The functions whose bodies can be blanked, outermost only (a function inside a blanked one
 /// goes with it).
-fn inert(source: &str, tokens: &[Token], functions: &[Function]) -> Vec<Function> {
+fn inert(
+    source: &str,
+    tokens: &[Token],
+    functions: &[Function],
+    other_fields: &[&str],
+) -> Vec<Function> {
     let gpu_types: FxHashSet<&str> = names_that_start_gpu_work().collect();
     let gpu_words: FxHashSet<&str> = gpu_fields(source, tokens, &gpu_types)
         .into_iter()
         .chain(gpu_types.iter().copied())
+        .chain(other_fields.iter().copied())
         .collect();
     let tuple_fields = gpu_tuple_fields(source, tokens, &gpu_types);
     let mut by_name: FxHashMap<&str, Vec<usize>> = FxHashMap::default();
@@ -365,6 +381,101 @@ fn inert(source: &str, tokens: &[Token], functions: &[Function]) -> Vec<Function
         if !active[k] && !inside_blanked {
             out.push(*f);
         }
+    }
+    out
+}
+
+/// The text of every struct item of the file that names a GPU type, from `struct` to the end of
+/// its fields (a tuple struct's `;` included), for the crate's index of fields. A line scan, not
+/// the token scan: it runs on every file before any is lowered. An item it cuts wrongly does not
+/// parse and is left out.
+pub fn gpu_struct_items(source: &str) -> Vec<&str> {
+    let gpu_types: Vec<&str> = names_that_start_gpu_work().collect();
+    let mut out = Vec::new();
+    let mut line_start = 0;
+    for line in source.split_inclusive('\n') {
+        let start = line_start;
+        line_start += line.len();
+        let code = line.trim_start();
+        let code = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|p| code.strip_prefix(p))
+            .unwrap_or(code);
+        if !code.starts_with("struct ") {
+            continue;
+        }
+        let at = start + (line.len() - code.len());
+        let rest = &source[at..];
+        let Some(open) = rest.find(['{', '(', ';']) else {
+            continue;
+        };
+        let (opener, closer) = match rest.as_bytes()[open] {
+            b'{' => (b'{', b'}'),
+            b'(' => (b'(', b')'),
+            _ => continue,
+        };
+        let mut depth = 0;
+        let close = rest.bytes().enumerate().skip(open).find_map(|(i, c)| {
+            if c == opener {
+                depth += 1;
+            } else if c == closer {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            None
+        });
+        let Some(close) = close else {
+            continue;
+        };
+        let end = if opener == b'(' && rest[close + 1..].trim_start().starts_with(';') {
+            close + 1 + rest[close + 1..].find(';').unwrap_or(0) + 1
+        } else {
+            close + 1
+        };
+        let item = &rest[..end];
+        if gpu_types.iter().any(|t| item.contains(t)) {
+            out.push(item);
+        }
+    }
+    out
+}
+
+/// The types the file's `impl` blocks are for (`impl Engine {`, `impl<T> Ops for Engine<T> {`):
+/// their methods see those types' fields.
+fn impl_targets<'s>(source: &'s str, tokens: &[Token]) -> Vec<&'s str> {
+    let mut out = Vec::new();
+    for (i, t) in tokens.iter().enumerate() {
+        if t.kind != Kind::Word || t.text(source) != "impl" {
+            continue;
+        }
+        let Some(open) = tokens[i + 1..]
+            .iter()
+            .position(|t| matches!(t.kind, Kind::Open(b'{') | Kind::Semicolon))
+            .map(|p| i + 1 + p)
+        else {
+            continue;
+        };
+        // The type's name is the last word outside `<..>` before any `where`, after `for` if
+        // there is one (`impl<T: Copy> ops::Ops for path::Engine<T> where T: Send`).
+        let header = &tokens[i + 1..open];
+        let after_for = header
+            .iter()
+            .rposition(|t| t.kind == Kind::Word && t.text(source) == "for")
+            .map_or(0, |p| p + 1);
+        let mut angle = 0;
+        let mut name = None;
+        for t in &header[after_for..] {
+            match (t.kind, t.text(source)) {
+                (Kind::Other, "<") => angle += 1,
+                (Kind::Other, ">") => angle -= 1,
+                (Kind::Word, "where") if angle == 0 => break,
+                (Kind::Word, word) if angle == 0 => name = Some(word),
+                _ => {}
+            }
+        }
+        out.extend(name);
     }
     out
 }
@@ -465,7 +576,7 @@ mod tests {
 
     /// The functions of `source` whose bodies were blanked, by name.
     fn blanked(source: &str) -> Vec<String> {
-        let skimmed = without_inert_bodies(source);
+        let skimmed = without_inert_bodies(source, &CrateStructs::default());
         assert_eq!(skimmed.len(), source.len(), "offsets move");
         let lines = |t: &str| t.match_indices('\n').map(|(i, _)| i).collect::<Vec<_>>();
         assert_eq!(lines(&skimmed), lines(source), "lines move");
@@ -500,6 +611,13 @@ mod tests {
     }
 
     #[test]
+    fn impl_blocks_name_their_type() {
+        let source = "impl Engine { }\nimpl<T: Copy> ops::Ops for path::Runner<T> where T: Send { }\nimpl<'a> Drop for Guard<'a> { fn drop(&mut self) {} }\n";
+        let (tokens, _) = tokens(source.as_bytes()).unwrap();
+        assert_eq!(impl_targets(source, &tokens), ["Engine", "Runner", "Guard"]);
+    }
+
+    #[test]
     fn methods_of_a_tuple_struct_with_a_gpu_field_are_kept() {
         let source = r#"
 pub struct Device(Arc<CudaContext>, HashMap<String, usize>, Arc<CudaStream>);
@@ -523,7 +641,7 @@ impl Device {
     #[test]
     fn comments_are_blanked_where_they_stand() {
         let source = "/// Uploads the table.\nfn up(s: &CudaStream) {\n    // zeroed first\n    let url = \"http://x\";\n    let x = s.alloc_zeros::<f32>(4); /* done */\n}\n";
-        let skimmed = without_inert_bodies(source);
+        let skimmed = without_inert_bodies(source, &CrateStructs::default());
         assert_eq!(skimmed.len(), source.len());
         assert_eq!(skimmed.lines().count(), source.lines().count());
         for comment in ["Uploads", "zeroed", "done"] {
@@ -605,7 +723,10 @@ fn last() -> u8 { b'}' }
             "fn f() { ( }",
             "fn f() { /* }",
         ] {
-            assert!(matches!(without_inert_bodies(source), Cow::Borrowed(_)));
+            assert!(matches!(
+                without_inert_bodies(source, &CrateStructs::default()),
+                Cow::Borrowed(_)
+            ));
         }
     }
 
@@ -614,7 +735,10 @@ fn last() -> u8 { b'}' }
         let source = "extern \"C\" { fn cuInit(flags: u32) -> i32; }\n\
                       type Hook = fn(u32) -> u32;\n\
                       trait T { fn m(&self); }\n";
-        assert!(matches!(without_inert_bodies(source), Cow::Borrowed(_)));
+        assert!(matches!(
+            without_inert_bodies(source, &CrateStructs::default()),
+            Cow::Borrowed(_)
+        ));
     }
 
     #[test]
@@ -636,13 +760,16 @@ fn run(ctx: &Arc<CudaContext>) {
         let deadline = || streamlint_graph::Deadline::NONE;
         let lower = |text: &str| {
             let file = syn::parse_file(text).unwrap();
-            let bodies = crate::lower_file(&file, source, deadline());
+            let bodies = crate::lower_file(&file, source, deadline(), &CrateStructs::default());
             proc_macro2::extra::invalidate_current_thread_spans();
             bodies
         };
         let whole = lower(source);
-        let skimmed = lower(&without_inert_bodies(source));
-        assert_ne!(without_inert_bodies(source), source);
+        let skimmed = lower(&without_inert_bodies(source, &CrateStructs::default()));
+        assert_ne!(
+            without_inert_bodies(source, &CrateStructs::default()),
+            source
+        );
         assert_eq!(format!("{whole:?}"), format!("{skimmed:?}"));
     }
 }
