@@ -208,17 +208,25 @@ impl<'s> Functions<'s> {
     ) {
         let earlier = self.earlier.next();
         let text = self.source.get(whole.byte_range()).unwrap_or_default();
-        let calls_summarized = file
-            .summaries
-            .keys()
-            .any(|name| text.contains(name.as_str()));
+        // A method's summary is named `Type::method`; its calls say `self.method(`.
+        let calls_summarized = file.summaries.keys().any(|key| {
+            let name = key.rsplit("::").next().unwrap_or(key);
+            text.contains(name)
+        });
         if let Some(body) = earlier.filter(|_| !calls_summarized) {
             self.bodies.push(body);
             return;
         }
         let (body, summary) = lower::lower_fn(sig, block, whole, file);
-        if sig.receiver().is_none() {
-            self.found.insert(sig.ident.to_string(), summary);
+        let name = sig.ident.to_string();
+        match (sig.receiver(), &file.impl_of) {
+            (None, _) => {
+                self.found.insert(name, summary);
+            }
+            (Some(_), Some(ty)) => {
+                self.found.insert(lower::method_key(ty, &name), summary);
+            }
+            (Some(_), None) => {}
         }
         self.bodies.push(body);
     }
@@ -227,12 +235,14 @@ impl<'s> Functions<'s> {
         &mut self,
         fields: Vec<(String, TypeKind)>,
         tracking_disabled: bool,
+        impl_of: Option<String>,
     ) -> FileContext<'s> {
         FileContext {
             source: self.source,
             fields,
             tracking_disabled,
             summaries: std::mem::take(&mut self.summaries),
+            impl_of,
             deadline: self.deadline,
         }
     }
@@ -270,7 +280,7 @@ fn extent(
 
 impl<'ast> Visit<'ast> for Functions<'_> {
     fn visit_item_fn(&mut self, f: &'ast syn::ItemFn) {
-        let file = self.context(Vec::new(), false);
+        let file = self.context(Vec::new(), false, None);
         let whole = extent(&f.attrs, fn_start(Some(&f.vis), None, &f.sig), &f.block);
         self.lower(&f.sig, &f.block, whole, &file);
         self.summaries = file.summaries;
@@ -278,15 +288,11 @@ impl<'ast> Visit<'ast> for Functions<'_> {
     }
 
     fn visit_item_impl(&mut self, i: &'ast syn::ItemImpl) {
-        let fields = match i.self_ty.as_ref() {
-            syn::Type::Path(p) => p
-                .path
-                .segments
-                .last()
-                .and_then(|s| self.structs.get(&s.ident.to_string()))
-                .cloned(),
+        let ty = match i.self_ty.as_ref() {
+            syn::Type::Path(p) => p.path.segments.last().map(|s| s.ident.to_string()),
             _ => None,
         };
+        let fields = ty.as_ref().and_then(|t| self.structs.get(t)).cloned();
         // Tracking is a property of the context: a method that turns it off, with none turning
         // it back on, leaves it off for the others.
         let first = (i.defaultness.map(|t| t.span))
@@ -297,7 +303,7 @@ impl<'ast> Visit<'ast> for Functions<'_> {
         let text = self.source.get(whole.byte_range()).unwrap_or_default();
         let calls = |name: &str| text.contains(name);
         let disabled = calls("disable_event_tracking") && !calls("enable_event_tracking");
-        let file = self.context(fields.unwrap_or_default(), disabled);
+        let file = self.context(fields.unwrap_or_default(), disabled, ty);
         for item in &i.items {
             if let syn::ImplItem::Fn(f) = item {
                 let first = fn_start(Some(&f.vis), f.defaultness.map(|t| t.span), &f.sig);
@@ -315,7 +321,7 @@ impl<'ast> Visit<'ast> for Functions<'_> {
 
     fn visit_trait_item_fn(&mut self, f: &'ast syn::TraitItemFn) {
         if let Some(block) = &f.default {
-            let file = self.context(Vec::new(), false);
+            let file = self.context(Vec::new(), false, None);
             let whole = extent(&f.attrs, fn_start(None, None, &f.sig), block);
             self.lower(&f.sig, block, whole, &file);
             self.summaries = file.summaries;

@@ -24,6 +24,22 @@ impl Lowerer<'_> {
 
     pub(super) fn method_call(&mut self, m: &syn::ExprMethodCall, sp: Span) -> Value {
         let method = m.method.to_string();
+        // `self.upload(&s, &mut w)`: another method of the `impl`, through its summary (its
+        // parameters by position, `self` first).
+        let on_self = matches!(m.receiver.as_ref(), syn::Expr::Path(p) if p.path.is_ident("self"));
+        let summary = self
+            .impl_of
+            .filter(|_| on_self)
+            .and_then(|ty| self.summaries.get(&super::method_key(ty, &method)));
+        if let Some(summary) = summary {
+            let vals: Vec<Value> = std::iter::once(Value::Unknown)
+                .chain(m.args.iter().map(|a| self.expr(a)))
+                .collect();
+            for v in &vals {
+                self.run_handed_closure(v, sp);
+            }
+            return self.apply_summary(&summary.clone(), &vals, sp);
+        }
         let recv = self.expr(&m.receiver);
         let receiver_name = Self::local_name(&m.receiver);
         let first = m.args.first();

@@ -136,6 +136,8 @@ struct Lowerer<'f> {
     synchronous_free: rustc_hash::FxHashSet<BufferId>,
     named_streams: FxHashMap<String, StreamId>,
     summaries: &'f FxHashMap<String, Summary>,
+    /// The type of the `impl` being lowered, whose methods `self.m(..)` calls.
+    impl_of: Option<&'f str>,
     /// Each parameter's value at entry, by position.
     params: Vec<Value>,
     deadline: Deadline,
@@ -152,10 +154,19 @@ pub struct FileContext<'s> {
     /// Another method of the same `impl` turns tracking off for good (typically the constructor
     /// calls `disable_event_tracking`), so this one starts with it off.
     pub tracking_disabled: bool,
-    /// Summaries of the file's free functions, by name.
+    /// Summaries of the file's free functions, by name, and of its methods, by
+    /// `Type::method` (see [`method_key`]).
     pub summaries: FxHashMap<String, Summary>,
+    /// The type of the `impl` the function is a method of.
+    pub impl_of: Option<String>,
     /// When lowering stops (checked between statements).
     pub deadline: Deadline,
+}
+
+/// The key of a method's summary: its type and name (`Engine::upload`), so that methods of
+/// two types with one name stay apart.
+pub fn method_key(ty: &str, method: &str) -> String {
+    format!("{ty}::{method}")
 }
 
 /// Lower one function, and summarize it for its callers.
@@ -189,6 +200,7 @@ pub fn lower_fn(
         synchronous_free: rustc_hash::FxHashSet::default(),
         named_streams: FxHashMap::default(),
         summaries: &file.summaries,
+        impl_of: file.impl_of.as_deref(),
         params: Vec::new(),
         deadline: file.deadline,
         source: file.source,
