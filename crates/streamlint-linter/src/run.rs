@@ -39,8 +39,8 @@ pub(crate) type Checked = (Text, Option<usize>, Decided);
 
 /// A file after indexing: its text is not kept.
 enum Indexed {
-    /// To check, with its index if it is a Python file.
-    ToCheck(PathBuf, Option<Arc<ModuleIndex>>),
+    /// A Python file to check, with its index.
+    PythonToCheck(PathBuf, Arc<ModuleIndex>),
     /// A Rust file to check, with the structs it declares for the other files' methods.
     RustToCheck(PathBuf, CrateStructs),
     Done(FileReport),
@@ -190,7 +190,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                     &settings.api,
                     &settings.python_prefilter,
                 ));
-                Indexed::ToCheck(t.path, Some(index))
+                Indexed::PythonToCheck(t.path, index)
             }
             Loaded::Done(r) => Indexed::Done(r),
             Loaded::Package(path) => Indexed::Package(path),
@@ -203,12 +203,9 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                 crate_structs.merge(structs);
                 to_check.push((path, None));
             }
-            Indexed::ToCheck(path, index) => {
-                let module = index.map(|m| {
-                    modules.push(m);
-                    modules.len() - 1
-                });
-                to_check.push((path, module));
+            Indexed::PythonToCheck(path, index) => {
+                modules.push(index);
+                to_check.push((path, Some(modules.len() - 1)));
             }
             Indexed::Done(r) => reports.push(r),
             Indexed::Package(path) => {
