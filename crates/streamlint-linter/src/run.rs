@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use streamlint_graph::{Body, Deadline};
 use streamlint_python::{module_name, ModuleIndex, Project};
 use streamlint_rules::Finding;
-use streamlint_rust::CrateStructs;
+use streamlint_rust::CrateTypes;
 
 use crate::disciplines::Decided;
 use crate::{error_finding, judge, worth_parsing, FileReport, Language, Settings, MAX_FILE_BYTES};
@@ -42,7 +42,7 @@ enum Indexed {
     /// A Python file to check, with its index.
     PythonToCheck(PathBuf, Arc<ModuleIndex>),
     /// A Rust file to check, with the structs it declares for the other files' methods.
-    RustToCheck(PathBuf, CrateStructs),
+    RustToCheck(PathBuf, CrateTypes),
     Done(FileReport),
     Package(PathBuf),
 }
@@ -180,7 +180,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         .with_max_len(INDEX_PIECE)
         .map(|p| match load(p, settings, false) {
             Loaded::Text(t) if t.language == Language::Rust => {
-                let structs = CrateStructs::of_file(&t.source);
+                let structs = CrateTypes::of_file(&t.source);
                 Indexed::RustToCheck(t.path, structs)
             }
             Loaded::Text(t) => {
@@ -196,7 +196,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
             Loaded::Package(path) => Indexed::Package(path),
         })
         .collect();
-    let mut crate_structs = CrateStructs::default();
+    let mut crate_structs = CrateTypes::default();
     for indexed in indexed {
         match indexed {
             Indexed::RustToCheck(path, structs) => {

@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 
 use lower::{FileContext, Summary};
 pub use model::may_contain_gpu_code;
-use model::{type_kind, TypeKind};
+use model::{type_kind, type_kind_in, TypeKind};
 use streamlint_graph::{Body, Deadline};
 use syn::visit::Visit;
 
@@ -26,57 +26,93 @@ pub struct ParseError {
 /// method in one file sees the fields its struct declares in another. A name that two files
 /// declare with different fields (two crates' `Device`) is known in neither.
 #[derive(Clone, Debug, Default)]
-pub struct CrateStructs {
+pub struct CrateTypes {
     fields: FxHashMap<String, Option<Vec<(String, TypeKind)>>>,
+    /// Type aliases of GPU types (`type Queue = Arc<CudaStream>;`), by name.
+    aliases: FxHashMap<String, Option<TypeKind>>,
 }
 
-impl CrateStructs {
-    /// The structs `source` declares with GPU-typed fields. Each item is parsed on its own: the
-    /// file as a whole is parsed only when it is lowered.
-    pub fn of_file(source: &str) -> CrateStructs {
-        let mut fields = FxHashMap::default();
-        for item in skim::gpu_struct_items(source) {
+impl CrateTypes {
+    /// The structs `source` declares with GPU-typed fields, and its aliases of GPU types. Each
+    /// item is parsed on its own: the file as a whole is parsed only when it is lowered.
+    pub fn of_file(source: &str) -> CrateTypes {
+        let (struct_items, alias_items) = skim::gpu_items(source);
+        let mut aliases = FxHashMap::default();
+        for item in alias_items {
+            if let Ok(t) = syn::parse_str::<syn::ItemType>(item) {
+                if let Some(kind) = type_kind(&t.ty) {
+                    aliases.insert(t.ident.to_string(), kind);
+                }
+            }
+        }
+        let mut found = StructFields {
+            aliases,
+            ..StructFields::default()
+        };
+        for item in struct_items {
             if let Ok(s) = syn::parse_str::<syn::ItemStruct>(item) {
-                let mut found = StructFields::default();
                 found.visit_item_struct(&s);
-                fields.extend(found.fields.into_iter().map(|(k, v)| (k, Some(v))));
             }
         }
         // Spans of these parses would shift the next file's.
         proc_macro2::extra::invalidate_current_thread_spans();
-        CrateStructs { fields }
-    }
-
-    /// Add another file's structs.
-    pub fn merge(&mut self, other: CrateStructs) {
-        for (name, fields) in other.fields {
-            match self.fields.get(&name) {
-                Some(known) if *known != fields => {
-                    self.fields.insert(name, None);
-                }
-                Some(_) => {}
-                None => {
-                    self.fields.insert(name, fields);
-                }
-            }
+        CrateTypes {
+            fields: known(found.fields),
+            aliases: known(found.aliases),
         }
     }
 
-    fn get(&self, name: &str) -> Option<&Vec<(String, TypeKind)>> {
+    /// Add another file's structs and aliases.
+    pub fn merge(&mut self, other: CrateTypes) {
+        merge_declarations(&mut self.fields, other.fields);
+        merge_declarations(&mut self.aliases, other.aliases);
+    }
+
+    pub(crate) fn get(&self, name: &str) -> Option<&Vec<(String, TypeKind)>> {
         self.fields.get(name)?.as_ref()
+    }
+
+    /// The aliases every file that declares them agrees on.
+    pub(crate) fn known_aliases(&self) -> impl Iterator<Item = (&str, TypeKind)> {
+        self.aliases
+            .iter()
+            .filter_map(|(name, kind)| Some((name.as_str(), (*kind)?)))
     }
 }
 
-/// Parse `source` and lower every function and method.
+/// One file's declarations, each known.
+fn known<V>(declared: FxHashMap<String, V>) -> FxHashMap<String, Option<V>> {
+    declared.into_iter().map(|(k, v)| (k, Some(v))).collect()
+}
+
+/// Declarations by name: one declared differently in two files is known in neither (`None`).
+fn merge_declarations<V: PartialEq>(
+    into: &mut FxHashMap<String, Option<V>>,
+    from: FxHashMap<String, Option<V>>,
+) {
+    for (name, declared) in from {
+        match into.get(&name) {
+            Some(known) if *known != declared => {
+                into.insert(name, None);
+            }
+            Some(_) => {}
+            None => {
+                into.insert(name, declared);
+            }
+        }
+    }
+}
+
+/// Parse `source` and lower every function and method, as a crate of one file.
 pub fn lower_source(source: &str, deadline: Deadline) -> Result<Vec<Body>, ParseError> {
-    lower_source_in(source, deadline, &CrateStructs::default())
+    lower_source_in(source, deadline, &CrateTypes::of_file(source))
 }
 
 /// [`lower_source`] for a file of a crate whose other files declare `structs`.
 pub fn lower_source_in(
     source: &str,
     deadline: Deadline,
-    structs: &CrateStructs,
+    structs: &CrateTypes,
 ) -> Result<Vec<Body>, ParseError> {
     // Bodies without GPU work are not parsed; should the scan that found them have misread
     // the text, the text is parsed whole, so that an error is always the file's own.
@@ -113,7 +149,7 @@ fn lower_file(
     file: &syn::File,
     source: &str,
     deadline: Deadline,
-    crate_structs: &CrateStructs,
+    crate_structs: &CrateTypes,
 ) -> Vec<Body> {
     // The fields other files declare for the structs this file implements; the file's own
     // declarations replace them.
@@ -124,7 +160,22 @@ fn lower_file(
         },
         _ => None,
     });
-    let mut structs = StructFields::default();
+    // Aliases of GPU types: the crate's, then the file's own.
+    let mut aliases: FxHashMap<String, TypeKind> = crate_structs
+        .known_aliases()
+        .map(|(name, kind)| (name.to_string(), kind))
+        .collect();
+    for item in &file.items {
+        if let syn::Item::Type(t) = item {
+            if let Some(kind) = type_kind(&t.ty) {
+                aliases.insert(t.ident.to_string(), kind);
+            }
+        }
+    }
+    let mut structs = StructFields {
+        aliases,
+        ..StructFields::default()
+    };
     for name in implemented {
         if let Some(fields) = crate_structs.get(&name) {
             structs.fields.insert(name, fields.clone());
@@ -134,6 +185,7 @@ fn lower_file(
     let mut first = Functions {
         source,
         structs: &structs.fields,
+        aliases: &structs.aliases,
         summaries: FxHashMap::default(),
         bodies: Vec::new(),
         earlier: Vec::new().into_iter(),
@@ -152,6 +204,7 @@ fn lower_file(
     let mut second = Functions {
         source,
         structs: &structs.fields,
+        aliases: &structs.aliases,
         summaries: found,
         bodies: Vec::new(),
         earlier: first.bodies.into_iter(),
@@ -162,10 +215,12 @@ fn lower_file(
     second.bodies
 }
 
-/// The typed fields of every struct of the file, by struct name.
+/// The typed fields of every struct of the file, by struct name, with the aliases their types
+/// may be written with.
 #[derive(Default)]
 struct StructFields {
     fields: FxHashMap<String, Vec<(String, TypeKind)>>,
+    aliases: FxHashMap<String, TypeKind>,
 }
 
 impl<'ast> Visit<'ast> for StructFields {
@@ -177,7 +232,7 @@ impl<'ast> Visit<'ast> for StructFields {
             .enumerate()
             .filter_map(|(i, f)| {
                 let name = f.ident.as_ref().map_or(i.to_string(), |n| n.to_string());
-                Some((name, type_kind(&f.ty)?))
+                Some((name, type_kind_in(&f.ty, &self.aliases)?))
             })
             .collect();
         self.fields.insert(s.ident.to_string(), typed);
@@ -189,6 +244,7 @@ struct Functions<'s> {
     /// The file's text.
     source: &'s str,
     structs: &'s FxHashMap<String, Vec<(String, TypeKind)>>,
+    aliases: &'s FxHashMap<String, TypeKind>,
     summaries: FxHashMap<String, Summary>,
     bodies: Vec<Body>,
     /// The bodies of a first lowering without summaries, in the order functions are visited.
@@ -243,6 +299,7 @@ impl<'s> Functions<'s> {
             tracking_disabled,
             summaries: std::mem::take(&mut self.summaries),
             impl_of,
+            aliases: self.aliases,
             deadline: self.deadline,
         }
     }
@@ -337,7 +394,7 @@ mod tests {
     #[test]
     fn a_crates_structs_come_from_every_file_and_conflicts_know_nothing() {
         let engine = "use cudarc::driver::CudaStream;\n/// The engine (a `struct` of {braces}).\npub(crate) struct Engine {\n    /// queue (for uploads)\n    pub q: Arc<CudaStream>,\n    n: usize,\n}\npub struct Pair(Arc<CudaStream>, usize);\nstruct Plain { n: usize }\n";
-        let structs = CrateStructs::of_file(engine);
+        let structs = CrateTypes::of_file(engine);
         assert_eq!(
             structs.get("Engine"),
             Some(&vec![("q".to_string(), TypeKind::Stream)])
@@ -349,15 +406,29 @@ mod tests {
         assert_eq!(structs.get("Plain"), None);
         // Another crate's `Engine` with other fields: neither is known.
         let mut all = structs.clone();
-        all.merge(CrateStructs::of_file(
-            "struct Engine { s: CudaSlice<f32> }\n",
-        ));
+        all.merge(CrateTypes::of_file("struct Engine { s: CudaSlice<f32> }\n"));
         assert_eq!(all.get("Engine"), None);
         assert!(all.get("Pair").is_some());
         // The same declaration seen twice is still known.
         let mut twice = structs.clone();
-        twice.merge(CrateStructs::of_file(engine));
+        twice.merge(CrateTypes::of_file(engine));
         assert!(twice.get("Engine").is_some());
+    }
+
+    #[test]
+    fn aliases_of_gpu_types_name_them_in_fields_and_across_files() {
+        let types = CrateTypes::of_file(
+            "pub type Queue = Arc<CudaStream>;\ntype Output = Self;\nstruct Pair { q: Queue, n: usize }\n",
+        );
+        let aliases: Vec<_> = types.known_aliases().collect();
+        assert_eq!(aliases, [("Queue", TypeKind::Stream)]);
+        assert_eq!(
+            types.get("Pair"),
+            Some(&vec![("q".to_string(), TypeKind::Stream)])
+        );
+        let mut both = types.clone();
+        both.merge(CrateTypes::of_file("type Queue = CudaSlice<f32>;\n"));
+        assert_eq!(both.known_aliases().count(), 0);
     }
 
     #[test]

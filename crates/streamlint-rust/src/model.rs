@@ -4,6 +4,7 @@
 use std::sync::OnceLock;
 
 use aho_corasick::{AhoCorasick, MatchKind};
+use rustc_hash::FxHashMap;
 
 /// What a type annotation says a value is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -38,6 +39,12 @@ const GPU_TYPES: &[(&str, TypeKind)] = &[
 
 /// Classify a type by the last segment of its path (through references, `Arc`, `Option`).
 pub fn type_kind(ty: &syn::Type) -> Option<TypeKind> {
+    type_kind_in(ty, &FxHashMap::default())
+}
+
+/// [`type_kind`], with the project's type aliases (`type Queue = Arc<CudaStream>;`) by name.
+pub fn type_kind_in(ty: &syn::Type, aliases: &FxHashMap<String, TypeKind>) -> Option<TypeKind> {
+    let type_kind = |t: &syn::Type| type_kind_in(t, aliases);
     match ty {
         syn::Type::Reference(r) => type_kind(&r.elem),
         syn::Type::Paren(p) => type_kind(&p.elem),
@@ -55,7 +62,8 @@ pub fn type_kind(ty: &syn::Type) -> Option<TypeKind> {
                 other => GPU_TYPES
                     .iter()
                     .find(|(spelled, _)| *spelled == other)
-                    .map(|&(_, kind)| kind),
+                    .map(|&(_, kind)| kind)
+                    .or_else(|| aliases.get(other).copied()),
             }
         }
         _ => None,

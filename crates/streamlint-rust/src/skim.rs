@@ -21,25 +21,27 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
 
 use crate::model::names_that_start_gpu_work;
-use crate::CrateStructs;
+use crate::CrateTypes;
 
 /// The text to parse: `source` with the bodies of inert functions and the comments blanked,
 /// or `source` itself when there is nothing to blank (or when the scan cannot follow the text).
 /// `crate_structs` are the structs the crate's files declare: the fields of those this file
 /// implements are GPU values in its methods.
-pub fn without_inert_bodies<'s>(source: &'s str, crate_structs: &CrateStructs) -> Cow<'s, str> {
+pub fn without_inert_bodies<'s>(source: &'s str, crate_structs: &CrateTypes) -> Cow<'s, str> {
     let Some((tokens, comments)) = tokens(source.as_bytes()) else {
         return Cow::Borrowed(source);
     };
     let functions = functions(source, &tokens);
-    // The fields other files declare for the structs this file implements.
-    let other_fields: Vec<&str> = impl_targets(source, &tokens)
+    // The fields the crate declares for the structs this file implements, and the crate's
+    // aliases of GPU types, are GPU words too.
+    let other_words: Vec<&str> = impl_targets(source, &tokens)
         .into_iter()
         .filter_map(|target| crate_structs.get(target))
         .flatten()
         .map(|(field, _)| field.as_str())
+        .chain(crate_structs.known_aliases().map(|(name, _)| name))
         .collect();
-    let inert = inert(source, &tokens, &functions, &other_fields);
+    let inert = inert(source, &tokens, &functions, &other_words);
     if inert.is_empty() && comments.is_empty() {
         return Cow::Borrowed(source);
     }
@@ -385,27 +387,32 @@ fn inert(
     out
 }
 
-/// The text of every struct item of the file that names a GPU type, from `struct` to the end of
-/// its fields (a tuple struct's `;` included), for the crate's index of fields. A line scan, not
-/// the token scan: it runs on every file before any is lowered. An item it cuts wrongly does not
-/// parse and is left out.
-pub fn gpu_struct_items(source: &str) -> Vec<&str> {
+/// The struct items of the file that name a GPU type, from `struct` to the end of their fields
+/// (a tuple struct's `;` included), and its type aliases that do (`pub type Queue =
+/// Arc<CudaStream>;`, from `type` to its `;`), in one pass, for the crate's index of types. A
+/// line scan, not the token scan: it runs on every file before any is lowered. An item it cuts
+/// wrongly does not parse and is left out.
+pub fn gpu_items(source: &str) -> (Vec<&str>, Vec<&str>) {
     let gpu_types: Vec<&str> = names_that_start_gpu_work().collect();
+    let names_gpu_type = |item: &str| gpu_types.iter().any(|t| item.contains(t));
+    let (types, structs): (Vec<_>, Vec<_>) = items_starting_with(source, &["struct ", "type "])
+        .partition(|(keyword, _)| *keyword == "type ");
+    let aliases: Vec<&str> = types
+        .into_iter()
+        .filter_map(|(_, rest)| rest.find(';').map(|end| &rest[..=end]))
+        .filter(|a| a.contains('=') && names_gpu_type(a))
+        .collect();
+    // A struct may name a GPU type through one of the file's aliases.
+    let alias_names: Vec<&str> = aliases
+        .iter()
+        .filter_map(|a| {
+            a["type ".len()..]
+                .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()
+        })
+        .collect();
     let mut out = Vec::new();
-    let mut line_start = 0;
-    for line in source.split_inclusive('\n') {
-        let start = line_start;
-        line_start += line.len();
-        let code = line.trim_start();
-        let code = ["pub(crate) ", "pub(super) ", "pub "]
-            .iter()
-            .find_map(|p| code.strip_prefix(p))
-            .unwrap_or(code);
-        if !code.starts_with("struct ") {
-            continue;
-        }
-        let at = start + (line.len() - code.len());
-        let rest = &source[at..];
+    for (_, rest) in structs {
         let Some(open) = rest.find(['{', '(', ';']) else {
             continue;
         };
@@ -435,11 +442,31 @@ pub fn gpu_struct_items(source: &str) -> Vec<&str> {
             close + 1
         };
         let item = &rest[..end];
-        if gpu_types.iter().any(|t| item.contains(t)) {
+        if names_gpu_type(item) || alias_names.iter().any(|a| item.contains(a)) {
             out.push(item);
         }
     }
-    out
+    (out, aliases)
+}
+
+/// For each line that starts (after indentation and a `pub`) with one of `keywords`: that
+/// keyword, and the text from it to the end of the file.
+fn items_starting_with<'s>(
+    source: &'s str,
+    keywords: &'s [&'s str],
+) -> impl Iterator<Item = (&'s str, &'s str)> {
+    let mut line_start = 0;
+    source.split_inclusive('\n').filter_map(move |line| {
+        let start = line_start;
+        line_start += line.len();
+        let code = line.trim_start();
+        let code = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|p| code.strip_prefix(p))
+            .unwrap_or(code);
+        let keyword = keywords.iter().find(|k| code.starts_with(**k))?;
+        Some((*keyword, &source[start + (line.len() - code.len())..]))
+    })
 }
 
 /// The types the file's `impl` blocks are for (`impl Engine {`, `impl<T> Ops for Engine<T> {`):
@@ -576,7 +603,7 @@ mod tests {
 
     /// The functions of `source` whose bodies were blanked, by name.
     fn blanked(source: &str) -> Vec<String> {
-        let skimmed = without_inert_bodies(source, &CrateStructs::default());
+        let skimmed = without_inert_bodies(source, &CrateTypes::default());
         assert_eq!(skimmed.len(), source.len(), "offsets move");
         let lines = |t: &str| t.match_indices('\n').map(|(i, _)| i).collect::<Vec<_>>();
         assert_eq!(lines(&skimmed), lines(source), "lines move");
@@ -641,7 +668,7 @@ impl Device {
     #[test]
     fn comments_are_blanked_where_they_stand() {
         let source = "/// Uploads the table.\nfn up(s: &CudaStream) {\n    // zeroed first\n    let url = \"http://x\";\n    let x = s.alloc_zeros::<f32>(4); /* done */\n}\n";
-        let skimmed = without_inert_bodies(source, &CrateStructs::default());
+        let skimmed = without_inert_bodies(source, &CrateTypes::default());
         assert_eq!(skimmed.len(), source.len());
         assert_eq!(skimmed.lines().count(), source.lines().count());
         for comment in ["Uploads", "zeroed", "done"] {
@@ -724,7 +751,7 @@ fn last() -> u8 { b'}' }
             "fn f() { /* }",
         ] {
             assert!(matches!(
-                without_inert_bodies(source, &CrateStructs::default()),
+                without_inert_bodies(source, &CrateTypes::default()),
                 Cow::Borrowed(_)
             ));
         }
@@ -736,7 +763,7 @@ fn last() -> u8 { b'}' }
                       type Hook = fn(u32) -> u32;\n\
                       trait T { fn m(&self); }\n";
         assert!(matches!(
-            without_inert_bodies(source, &CrateStructs::default()),
+            without_inert_bodies(source, &CrateTypes::default()),
             Cow::Borrowed(_)
         ));
     }
@@ -760,16 +787,13 @@ fn run(ctx: &Arc<CudaContext>) {
         let deadline = || streamlint_graph::Deadline::NONE;
         let lower = |text: &str| {
             let file = syn::parse_file(text).unwrap();
-            let bodies = crate::lower_file(&file, source, deadline(), &CrateStructs::default());
+            let bodies = crate::lower_file(&file, source, deadline(), &CrateTypes::default());
             proc_macro2::extra::invalidate_current_thread_spans();
             bodies
         };
         let whole = lower(source);
-        let skimmed = lower(&without_inert_bodies(source, &CrateStructs::default()));
-        assert_ne!(
-            without_inert_bodies(source, &CrateStructs::default()),
-            source
-        );
+        let skimmed = lower(&without_inert_bodies(source, &CrateTypes::default()));
+        assert_ne!(without_inert_bodies(source, &CrateTypes::default()), source);
         assert_eq!(format!("{whole:?}"), format!("{skimmed:?}"));
     }
 }

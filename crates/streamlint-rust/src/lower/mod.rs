@@ -13,7 +13,7 @@ use streamlint_graph::{
 };
 use syn::spanned::Spanned;
 
-use crate::model::{type_kind, TypeKind, BORROWED_STREAMS, OWNED_STREAM_FACTORIES};
+use crate::model::{type_kind_in, TypeKind, BORROWED_STREAMS, OWNED_STREAM_FACTORIES};
 
 mod calls;
 mod raw;
@@ -138,6 +138,7 @@ struct Lowerer<'f> {
     summaries: &'f FxHashMap<String, Summary>,
     /// The type of the `impl` being lowered, whose methods `self.m(..)` calls.
     impl_of: Option<&'f str>,
+    aliases: &'f FxHashMap<String, TypeKind>,
     /// Each parameter's value at entry, by position.
     params: Vec<Value>,
     deadline: Deadline,
@@ -145,7 +146,6 @@ struct Lowerer<'f> {
 }
 
 /// What the rest of the file tells about a function before its body is read.
-#[derive(Default)]
 pub struct FileContext<'s> {
     /// The file's text: expressions are named as they are written.
     pub source: &'s str,
@@ -159,6 +159,8 @@ pub struct FileContext<'s> {
     pub summaries: FxHashMap<String, Summary>,
     /// The type of the `impl` the function is a method of.
     pub impl_of: Option<String>,
+    /// Aliases of GPU types (`type Queue = Arc<CudaStream>;`), by name.
+    pub aliases: &'s FxHashMap<String, TypeKind>,
     /// When lowering stops (checked between statements).
     pub deadline: Deadline,
 }
@@ -201,6 +203,7 @@ pub fn lower_fn(
         named_streams: FxHashMap::default(),
         summaries: &file.summaries,
         impl_of: file.impl_of.as_deref(),
+        aliases: file.aliases,
         params: Vec::new(),
         deadline: file.deadline,
         source: file.source,
@@ -637,7 +640,7 @@ impl Lowerer<'_> {
                 continue;
             };
             let name = id.ident.to_string();
-            let value = match type_kind(&pt.ty) {
+            let value = match type_kind_in(&pt.ty, self.aliases) {
                 Some(kind) => self.entry_value(
                     &name,
                     kind,

@@ -127,7 +127,7 @@ impl Lowerer<'_> {
                 self.bind(&name, value);
             }
             syn::Pat::Type(pt) => {
-                let value = match (&value, type_kind(&pt.ty)) {
+                let value = match (&value, type_kind_in(&pt.ty, self.aliases)) {
                     (Value::Unknown, Some(TypeKind::PinnedHost)) => {
                         let b = self.new_buffer("host", Memory::PinnedHost, Owner::Local, false);
                         let ambient = self.b.ambient();
