@@ -462,10 +462,11 @@ pub struct Body {
     /// know, handed a stream, the stream is taken to wait for the current one. Enough not to
     /// report a race on the helper's word, not to prove a stream discipline with.
     pub assumed_waits: Vec<OpId>,
-    /// A small top-level function: every call of it that is lowered lowers it in place, in the
-    /// caller's context, so what a caller does with its results (joins them, or not) is judged
-    /// there. Its own findings about that hand-off only say what a caller must do; the run
-    /// keeps them where some call of it is not lowered.
+    /// A top-level function the project index may lower in place (a small one at every call, a
+    /// larger one with stream code where a call passes it a stream): at those calls it is
+    /// lowered in the caller's context, so what a caller does around it is judged there. Its
+    /// own findings about that hand-off only say what a caller must do; the run keeps them
+    /// where some call of it is not lowered in place.
     pub judged_at_calls: bool,
     /// The qualified name of the module the body's function is written in, where the frontend
     /// has modules: a module global of another module is not a name there.

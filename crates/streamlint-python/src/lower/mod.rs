@@ -475,8 +475,8 @@ impl<'a> Lowerer<'a> {
         if stream_param && !framework_called && !self.cx.project.is_called(&def.name) {
             self.b.uncalled();
         }
-        // A small top-level function is lowered in place wherever a lowered call reaches it
-        // (whether any does, the run tells).
+        // A top-level function the index may lower in place is judged at the calls that do
+        // (whether all of them do, the run tells).
         let module = self.cx.project.module(self.cx.module);
         if !is_method && self.class.is_none() && module.lowers_in_place(&def.name, def.span.start) {
             self.b.judged_at_calls();

@@ -72,15 +72,9 @@ impl Lowerer<'_> {
             // earlier work, so for ordering they are one stream.
             (Value::Context | Value::Unknown, "default_stream") => Value::Stream(self.b.ambient()),
             (Value::Context | Value::Unknown, "per_thread_stream") => {
-                // Named as the code reaches it, unless the code named it already.
-                let ambient = self.b.ambient();
                 let spelled = self.spelled(m);
-                let stream = self.b.stream_mut(ambient);
-                if stream.expr == "stream" || stream.expr.ends_with(".default_stream()") {
-                    stream.display = format!("`{spelled}`");
-                    stream.expr = spelled;
-                }
-                Value::Stream(ambient)
+                self.name_default_stream_as(spelled.clone(), Some(format!("`{spelled}`")), None);
+                Value::Stream(self.b.ambient())
             }
             (Value::Context | Value::Unknown, f)
                 if BORROWED_STREAMS.contains(&f) && m.args.is_empty() =>

@@ -668,6 +668,27 @@ impl Lowerer<'_> {
         }
     }
 
+    /// The default stream as the code names it (`let main = ctx.default_stream();`,
+    /// `ctx.per_thread_stream()`), unless the code named it already: the name fixes write.
+    pub(super) fn name_default_stream_as(
+        &mut self,
+        expr: String,
+        display: Option<String>,
+        sp: Option<Span>,
+    ) {
+        let ambient = self.b.ambient();
+        let stream = self.b_stream_mut(ambient);
+        if stream.expr == "stream" || stream.expr.ends_with(".default_stream()") {
+            stream.expr = expr;
+            if let Some(display) = display {
+                stream.display = display;
+            }
+            if sp.is_some() {
+                stream.span = sp;
+            }
+        }
+    }
+
     /// A method's view of its struct's fields: `self.field`, alive before and after the call.
     fn bind_fields(&mut self, sig: &syn::Signature, fields: &[(String, TypeKind)]) {
         if sig.receiver().is_none() {

@@ -99,14 +99,9 @@ impl Lowerer<'_> {
                             sm.origin = StreamOrigin::Created;
                             sm.display = format!("`{name}`");
                             sm.expr = name.clone();
-                        } else if stream.origin == StreamOrigin::Ambient
-                            && (stream.expr == "stream"
-                                || stream.expr.ends_with(".default_stream()"))
-                        {
+                        } else if stream.origin == StreamOrigin::Ambient {
                             // `let main = ctx.default_stream();`: fixes name it as the code does.
-                            let sm = self.b_stream_mut(s);
-                            sm.expr = name.clone();
-                            sm.span = Some(sp);
+                            self.name_default_stream_as(name.clone(), None, Some(sp));
                         }
                         Value::Stream(s)
                     }
