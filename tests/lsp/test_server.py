@@ -104,9 +104,9 @@ async def test_diagnostics_follow_the_edits(client: LanguageClient, tmp_path):
     (watch,) = client.registrations
     assert watch.method == types.WORKSPACE_DID_CHANGE_WATCHED_FILES
     globs = [w["globPattern"] for w in watch.register_options["watchers"]]
-    # Configuration files, and the project's Python files: a helper changed on disk is read
-    # again, and its callers open in the editor are checked again.
-    assert globs == ["**/streamlint.toml", "**/pyproject.toml", "**/*.py"]
+    # Configuration files, and the project's Python and Rust files: a helper changed on disk is
+    # read again, and its callers open in the editor are checked again.
+    assert globs == ["**/streamlint.toml", "**/pyproject.toml", "**/*.py", "**/*.rs"]
 
     # Fixing the bug clears the diagnostic...
     change(client, uri, 2, (line, 0), (line, 0), RECORD)

@@ -8,6 +8,7 @@ mod disciplines;
 mod discover;
 mod fix;
 mod run;
+mod rust_crate;
 mod select;
 mod suppress;
 mod workspace;

@@ -5,13 +5,13 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use rayon::prelude::*;
 use streamlint_graph::{Body, Deadline};
 use streamlint_python::{module_name, ModuleIndex, Project};
 use streamlint_rules::Finding;
-use streamlint_rust::CrateTypes;
+use streamlint_rust::{CrateSummaries, CrateTypes, LoweredFile};
 
 use crate::disciplines::Decided;
 use crate::{error_finding, judge, worth_parsing, FileReport, Language, Settings, MAX_FILE_BYTES};
@@ -46,6 +46,10 @@ enum Indexed {
     Done(FileReport),
     Package(PathBuf),
 }
+
+/// A Rust file's lowering with the crate's types, before any file is judged (a panic in it is
+/// kept, to be reported when the file is judged).
+type FirstLowering = std::thread::Result<Result<LoweredFile, (u32, String)>>;
 
 /// Files a thread reads and indexes as one piece of work, at most (see `check_run`).
 const INDEX_PIECE: usize = 16;
@@ -215,19 +219,39 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         }
     }
     let project = Project::new(modules, packages, &settings.api, &settings.python_prefilter);
-    // A Python file has its place in the project; a Rust file has none.
-    let lower = |t: &Text, module: Option<usize>| {
+    let (first_lowerings, crate_summaries) = lower_rust_files(&to_check, settings, &crate_structs);
+    // A Python file has its place in the project; a Rust file was lowered once, and is lowered
+    // again only if it calls a function another file of the crate summarizes.
+    let lower = |t: &Text, module: Option<usize>, at: usize| {
         let deadline = Deadline::after(settings.file_time_limit);
-        match module {
-            Some(m) => lower_in_project(&project, m, &t.source, deadline),
-            None => streamlint_rust::lower_source_in(&t.source, deadline, &crate_structs)
-                .map_err(|e| (e.offset, e.message)),
+        if let Some(m) = module {
+            return lower_in_project(&project, m, &t.source, deadline);
+        }
+        let first = first_lowerings[at]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        match first {
+            Some(Ok(Ok(f))) if !crate_summaries.called_from(&t.source, &f.summaries) => {
+                Ok(f.bodies)
+            }
+            Some(Ok(Err(parse_error))) => Err(parse_error),
+            Some(Err(panic)) => std::panic::resume_unwind(panic),
+            _ => streamlint_rust::lower_source_in(
+                &t.source,
+                deadline,
+                &crate_structs,
+                &crate_summaries,
+            )
+            .map(|f| f.bodies)
+            .map_err(|e| (e.offset, e.message)),
         }
     };
     let checked: Vec<Result<Checked, FileReport>> = to_check
         .par_iter()
+        .enumerate()
         .with_max_len(1)
-        .map(|(path, module)| {
+        .map(|(at, (path, module))| {
             // Read again; a file changed since (now unreadable, say) is reported as it is now.
             let t = match load(path, settings, true) {
                 Loaded::Text(t) => t,
@@ -235,7 +259,7 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                 Loaded::Package(path) => return Err(report(&path, String::new(), Vec::new())),
             };
             let mut decided = guarded(settings, || {
-                judge(&t.source, t.language, lower(&t, *module), settings)
+                judge(&t.source, t.language, lower(&t, *module, at), settings)
             });
             let ignored = settings.ignored_here(&t.path);
             let kept = |f: &Finding| !ignored.iter().any(|p| crate::select::matches(p, f.code));
@@ -273,6 +297,45 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
             .map(|(t, _, decided)| decided_report(&t.path, t.source, decided)),
     );
     reports
+}
+
+/// Lower each Rust file of `to_check` (those without a module) with the crate's types, and
+/// gather what their functions do: (each file's lowering, by its place in `to_check`; the
+/// crate's summaries).
+fn lower_rust_files(
+    to_check: &[(PathBuf, Option<usize>)],
+    settings: &Settings,
+    types: &CrateTypes,
+) -> (Vec<Mutex<Option<FirstLowering>>>, CrateSummaries) {
+    let first: Vec<Option<FirstLowering>> = to_check
+        .par_iter()
+        .with_max_len(1)
+        .map(|(path, module)| {
+            if module.is_some() {
+                return None;
+            }
+            let Loaded::Text(t) = load(path, settings, true) else {
+                return None;
+            };
+            let deadline = Deadline::after(settings.file_time_limit);
+            Some(catch_unwind(|| {
+                streamlint_rust::lower_source_in(
+                    &t.source,
+                    deadline,
+                    types,
+                    &CrateSummaries::default(),
+                )
+                .map_err(|e| (e.offset, e.message))
+            }))
+        })
+        .collect();
+    let mut summaries = CrateSummaries::default();
+    for lowered in first.iter().flatten() {
+        if let Ok(Ok(f)) = lowered {
+            summaries.merge(f.summaries.clone());
+        }
+    }
+    (first.into_iter().map(Mutex::new).collect(), summaries)
 }
 
 /// Parse module `m` of the project from its text and lower it, calls into the other modules

@@ -16,6 +16,7 @@ use streamlint_python::{module_name, ModuleIndex, Names, Project};
 use streamlint_rules::Finding;
 
 use crate::run::{load, lower_in_project, Loaded};
+use crate::rust_crate::RustFiles;
 use crate::{check_source, discover, judge, worth_parsing, Language, Settings};
 
 /// What the project keeps of one Python file.
@@ -38,6 +39,8 @@ pub struct Workspace {
     /// The modules in a fixed order, with the names that find them: made when a check first
     /// needs them, kept while files change only in their text.
     snapshot: OnceLock<Snapshot>,
+    /// The Rust files, as one crate.
+    rust: RustFiles,
 }
 
 /// The project's modules as one list, and its [`Names`], which cost a walk over every module to
@@ -52,22 +55,24 @@ struct Snapshot {
 /// A package's `__init__.py` without stream code: its dotted name and path (see `Names::new`).
 type Package = (String, PathBuf);
 
-fn text_digest(text: &str) -> u64 {
+pub(crate) fn text_digest(text: &str) -> u64 {
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     text.hash(&mut hasher);
     hasher.finish()
 }
 
 impl Workspace {
-    /// Index the Python files under `root` (as `check` would find them: exclusions, ignore
+    /// Index the Python and Rust files under `root` (as `check` would find them: exclusions, ignore
     /// files and virtual environments are honoured), on the calling thread pool's cores.
     pub fn scan(root: &Path, settings: &Settings) -> Workspace {
         let mut workspace = Workspace {
             root: root.to_path_buf(),
             files: HashMap::new(),
             snapshot: OnceLock::new(),
+            rust: RustFiles::default(),
         };
         let found = discover(&[root.to_path_buf()], settings).files;
+        workspace.rust = RustFiles::scan(&found, settings);
         let entries: Vec<(PathBuf, Entry)> = found
             .par_iter()
             .filter(|p| Language::of(p) == Some(Language::Python))
@@ -127,8 +132,13 @@ impl Workspace {
     /// the disk (a file closed, changed, created or deleted there). Returns whether what other
     /// files see of it changed: their findings may have changed with it.
     pub fn update(&mut self, path: &Path, text: Option<&str>, settings: &Settings) -> bool {
-        if Language::of(path) != Some(Language::Python) || !self.contains(path) {
+        if !self.contains(path) {
             return false;
+        }
+        match Language::of(path) {
+            Some(Language::Rust) => return self.rust.update(path, text, settings),
+            Some(Language::Python) => {}
+            None => return false,
         }
         // The text it was indexed from (a file linted again because a callee changed, a save):
         // nothing to do.
@@ -222,6 +232,11 @@ impl Workspace {
     /// decides how their stream parameters are judged). A file without stream code has no
     /// findings to change.
     pub fn depends_on(&self, path: &Path, changed: &Path) -> bool {
+        // Rust files are one crate: any of them may call, or implement, what another declares.
+        let rust = |p: &Path| Language::of(p) == Some(Language::Rust);
+        if rust(path) || rust(changed) {
+            return rust(path) && rust(changed) && path != changed && self.rust.holds(path);
+        }
         let module = |p: &Path| match self.files.get(p).map(|e| &e.slot) {
             Some(Slot::Module(m)) => Some(m),
             _ => None,
@@ -234,10 +249,16 @@ impl Workspace {
     }
 
     /// Check `source` as the file at `path`, its calls into the project's other files seeing
-    /// their callees. A file outside the root, or a Rust file, is checked on its own.
+    /// their callees (a Rust file sees the crate's other Rust files). A file outside the root
+    /// is checked on its own.
     pub fn check(&self, path: &Path, source: &str, settings: &Settings) -> Vec<Finding> {
-        if Language::of(path) != Some(Language::Python) || !self.contains(path) {
+        if !self.contains(path) {
             return check_source(path, source, settings);
+        }
+        match Language::of(path) {
+            Some(Language::Rust) => return self.rust.check(source, settings),
+            Some(Language::Python) => {}
+            None => return check_source(path, source, settings),
         }
         let here = match self.files.get(path) {
             Some(e) if e.text == text_digest(source) => match &e.slot {

@@ -3,12 +3,15 @@
 //! holes in it), cust, and raw driver calls. syn has no types, so values are classified by where
 //! they come from (`ctx.new_stream()`, `.alloc_zeros(..)`, ...) and by type annotations.
 
+mod crate_index;
 mod lower;
 mod model;
 mod skim;
 
 use rustc_hash::FxHashMap;
 
+use crate_index::{method_key, method_name_key};
+pub use crate_index::{CrateSummaries, CrateTypes};
 use lower::{FileContext, Summary};
 pub use model::may_contain_gpu_code;
 use model::{type_kind, type_kind_in, TypeKind};
@@ -22,107 +25,35 @@ pub struct ParseError {
     pub message: String,
 }
 
-/// The GPU-typed fields of the structs the files of a crate declare, by struct name, so that a
-/// method in one file sees the fields its struct declares in another. A name that two files
-/// declare with different fields (two crates' `Device`) is known in neither.
-#[derive(Clone, Debug, Default)]
-pub struct CrateTypes {
-    fields: FxHashMap<String, Option<Vec<(String, TypeKind)>>>,
-    /// Type aliases of GPU types (`type Queue = Arc<CudaStream>;`), by name.
-    aliases: FxHashMap<String, Option<TypeKind>>,
-}
-
-impl CrateTypes {
-    /// The structs `source` declares with GPU-typed fields, and its aliases of GPU types. Each
-    /// item is parsed on its own: the file as a whole is parsed only when it is lowered.
-    pub fn of_file(source: &str) -> CrateTypes {
-        let (struct_items, alias_items) = skim::gpu_items(source);
-        let mut aliases = FxHashMap::default();
-        for item in alias_items {
-            if let Ok(t) = syn::parse_str::<syn::ItemType>(item) {
-                if let Some(kind) = type_kind(&t.ty) {
-                    aliases.insert(t.ident.to_string(), kind);
-                }
-            }
-        }
-        let mut found = StructFields {
-            aliases,
-            ..StructFields::default()
-        };
-        for item in struct_items {
-            if let Ok(s) = syn::parse_str::<syn::ItemStruct>(item) {
-                found.visit_item_struct(&s);
-            }
-        }
-        // Spans of these parses would shift the next file's.
-        proc_macro2::extra::invalidate_current_thread_spans();
-        CrateTypes {
-            fields: known(found.fields),
-            aliases: known(found.aliases),
-        }
-    }
-
-    /// Add another file's structs and aliases.
-    pub fn merge(&mut self, other: CrateTypes) {
-        merge_declarations(&mut self.fields, other.fields);
-        merge_declarations(&mut self.aliases, other.aliases);
-    }
-
-    pub(crate) fn get(&self, name: &str) -> Option<&Vec<(String, TypeKind)>> {
-        self.fields.get(name)?.as_ref()
-    }
-
-    /// The aliases every file that declares them agrees on.
-    pub(crate) fn known_aliases(&self) -> impl Iterator<Item = (&str, TypeKind)> {
-        self.aliases
-            .iter()
-            .filter_map(|(name, kind)| Some((name.as_str(), (*kind)?)))
-    }
-}
-
-/// One file's declarations, each known.
-fn known<V>(declared: FxHashMap<String, V>) -> FxHashMap<String, Option<V>> {
-    declared.into_iter().map(|(k, v)| (k, Some(v))).collect()
-}
-
-/// Declarations by name: one declared differently in two files is known in neither (`None`).
-fn merge_declarations<V: PartialEq>(
-    into: &mut FxHashMap<String, Option<V>>,
-    from: FxHashMap<String, Option<V>>,
-) {
-    for (name, declared) in from {
-        match into.get(&name) {
-            Some(known) if *known != declared => {
-                into.insert(name, None);
-            }
-            Some(_) => {}
-            None => {
-                into.insert(name, declared);
-            }
-        }
-    }
-}
-
 /// Parse `source` and lower every function and method, as a crate of one file.
 pub fn lower_source(source: &str, deadline: Deadline) -> Result<Vec<Body>, ParseError> {
-    lower_source_in(source, deadline, &CrateTypes::of_file(source))
+    let types = CrateTypes::of_file(source);
+    lower_source_in(source, deadline, &types, &CrateSummaries::default()).map(|f| f.bodies)
 }
 
-/// [`lower_source`] for a file of a crate whose other files declare `structs`.
+/// A file of a crate, lowered: its bodies, and what its functions do for the other files.
+pub struct LoweredFile {
+    pub bodies: Vec<Body>,
+    pub summaries: CrateSummaries,
+}
+
+/// [`lower_source`] for a file of a crate whose files declare `types` and define the functions
+/// `summaries` describes (the file's own definitions come first).
 pub fn lower_source_in(
     source: &str,
     deadline: Deadline,
-    structs: &CrateTypes,
-) -> Result<Vec<Body>, ParseError> {
+    types: &CrateTypes,
+    summaries: &CrateSummaries,
+) -> Result<LoweredFile, ParseError> {
     // Bodies without GPU work are not parsed; should the scan that found them have misread
     // the text, the text is parsed whole, so that an error is always the file's own.
-    let skimmed = skim::without_inert_bodies(source, structs);
+    let skimmed = skim::without_inert_bodies(source, types, summaries);
     let parsed = match syn::parse_file(&skimmed) {
         Err(_) if matches!(skimmed, std::borrow::Cow::Owned(_)) => syn::parse_file(source),
         parsed => parsed,
     };
     let result = match parsed {
-        Ok(file) => Ok(lower_file(&file, source, deadline, structs)),
+        Ok(file) => Ok(lower_file(&file, source, deadline, types, summaries)),
         Err(e) => Err(ParseError {
             offset: e.span().byte_range().start as u32,
             message: e.to_string(),
@@ -143,14 +74,16 @@ pub fn syntax_error(source: &str) -> Option<ParseError> {
     error
 }
 
-/// Lower the file's functions; when some free function has a summary worth applying, lower
-/// again, with the summaries, the functions that name one of them (the others lower as before).
+/// Lower the file's functions; when some function (of the file, or of the crate's other files)
+/// has a summary worth applying, lower again, with the summaries, the functions that name one
+/// of them (the others lower as before).
 fn lower_file(
     file: &syn::File,
     source: &str,
     deadline: Deadline,
-    crate_structs: &CrateTypes,
-) -> Vec<Body> {
+    crate_types: &CrateTypes,
+    crate_summaries: &CrateSummaries,
+) -> LoweredFile {
     // The fields other files declare for the structs this file implements; the file's own
     // declarations replace them.
     let implemented = file.items.iter().filter_map(|item| match item {
@@ -161,7 +94,7 @@ fn lower_file(
         _ => None,
     });
     // Aliases of GPU types: the crate's, then the file's own.
-    let mut aliases: FxHashMap<String, TypeKind> = crate_structs
+    let mut aliases: FxHashMap<String, TypeKind> = crate_types
         .known_aliases()
         .map(|(name, kind)| (name.to_string(), kind))
         .collect();
@@ -177,7 +110,7 @@ fn lower_file(
         ..StructFields::default()
     };
     for name in implemented {
-        if let Some(fields) = crate_structs.get(&name) {
+        if let Some(fields) = crate_types.get(&name) {
             structs.fields.insert(name, fields.clone());
         }
     }
@@ -187,32 +120,41 @@ fn lower_file(
         structs: &structs.fields,
         aliases: &structs.aliases,
         summaries: FxHashMap::default(),
-        bodies: Vec::new(),
+        lowered: Vec::new(),
         earlier: Vec::new().into_iter(),
-        found: FxHashMap::default(),
+        found: CrateSummaries::default(),
         deadline,
     };
     first.visit_file(file);
-    let found: FxHashMap<String, Summary> = first
-        .found
-        .into_iter()
-        .filter(|(_, s)| !s.is_empty())
+    let own = first.found;
+    let bodies = |lowered: Vec<(Body, Summary)>| lowered.into_iter().map(|(b, _)| b).collect();
+    let usable: FxHashMap<String, Summary> = own
+        .with_the_crates(crate_summaries)
+        .useful()
+        .map(|(key, summary)| (key.to_string(), summary.clone()))
         .collect();
-    if found.is_empty() {
-        return first.bodies;
+    if usable.is_empty() {
+        return LoweredFile {
+            bodies: bodies(first.lowered),
+            summaries: own,
+        };
     }
     let mut second = Functions {
         source,
         structs: &structs.fields,
         aliases: &structs.aliases,
-        summaries: found,
-        bodies: Vec::new(),
-        earlier: first.bodies.into_iter(),
-        found: FxHashMap::default(),
+        summaries: usable,
+        lowered: Vec::new(),
+        earlier: first.lowered.into_iter(),
+        found: CrateSummaries::default(),
         deadline,
     };
     second.visit_file(file);
-    second.bodies
+    // Functions lowered again, seeing their calls, say more of themselves.
+    LoweredFile {
+        bodies: bodies(second.lowered),
+        summaries: second.found,
+    }
 }
 
 /// The typed fields of every struct of the file, by struct name, with the aliases their types
@@ -246,11 +188,12 @@ struct Functions<'s> {
     structs: &'s FxHashMap<String, Vec<(String, TypeKind)>>,
     aliases: &'s FxHashMap<String, TypeKind>,
     summaries: FxHashMap<String, Summary>,
-    bodies: Vec<Body>,
-    /// The bodies of a first lowering without summaries, in the order functions are visited.
-    earlier: std::vec::IntoIter<Body>,
-    /// Summaries of the free functions lowered.
-    found: FxHashMap<String, Summary>,
+    /// Each function's body and summary, in the order functions are visited.
+    lowered: Vec<(Body, Summary)>,
+    /// Those of a first lowering without summaries, kept for the functions that call none.
+    earlier: std::vec::IntoIter<(Body, Summary)>,
+    /// Summaries of the functions lowered.
+    found: CrateSummaries,
     deadline: Deadline,
 }
 
@@ -264,27 +207,25 @@ impl<'s> Functions<'s> {
     ) {
         let earlier = self.earlier.next();
         let text = self.source.get(whole.byte_range()).unwrap_or_default();
-        // A method's summary is named `Type::method`; its calls say `self.method(`.
-        let calls_summarized = file.summaries.keys().any(|key| {
-            let name = key.rsplit("::").next().unwrap_or(key);
-            text.contains(name)
-        });
-        if let Some(body) = earlier.filter(|_| !calls_summarized) {
-            self.bodies.push(body);
-            return;
-        }
-        let (body, summary) = lower::lower_fn(sig, block, whole, file);
+        let calls_summarized = file
+            .summaries
+            .keys()
+            .any(|key| text.contains(crate_index::callee_name(key)));
+        let (body, summary) = match earlier.filter(|_| !calls_summarized) {
+            Some(lowered) => lowered,
+            None => lower::lower_fn(sig, block, whole, file),
+        };
         let name = sig.ident.to_string();
         match (sig.receiver(), &file.impl_of) {
-            (None, _) => {
-                self.found.insert(name, summary);
+            (None, _) => self.found.declare(name, summary.clone()),
+            (Some(_), impl_of) => {
+                if let Some(ty) = impl_of {
+                    self.found.declare(method_key(ty, &name), summary.clone());
+                }
+                self.found.declare(method_name_key(&name), summary.clone());
             }
-            (Some(_), Some(ty)) => {
-                self.found.insert(lower::method_key(ty, &name), summary);
-            }
-            (Some(_), None) => {}
         }
-        self.bodies.push(body);
+        self.lowered.push((body, summary));
     }
 
     fn context(
@@ -390,46 +331,6 @@ impl<'ast> Visit<'ast> for Functions<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_crates_structs_come_from_every_file_and_conflicts_know_nothing() {
-        let engine = "use cudarc::driver::CudaStream;\n/// The engine (a `struct` of {braces}).\npub(crate) struct Engine {\n    /// queue (for uploads)\n    pub q: Arc<CudaStream>,\n    n: usize,\n}\npub struct Pair(Arc<CudaStream>, usize);\nstruct Plain { n: usize }\n";
-        let structs = CrateTypes::of_file(engine);
-        assert_eq!(
-            structs.get("Engine"),
-            Some(&vec![("q".to_string(), TypeKind::Stream)])
-        );
-        assert_eq!(
-            structs.get("Pair"),
-            Some(&vec![("0".to_string(), TypeKind::Stream)])
-        );
-        assert_eq!(structs.get("Plain"), None);
-        // Another crate's `Engine` with other fields: neither is known.
-        let mut all = structs.clone();
-        all.merge(CrateTypes::of_file("struct Engine { s: CudaSlice<f32> }\n"));
-        assert_eq!(all.get("Engine"), None);
-        assert!(all.get("Pair").is_some());
-        // The same declaration seen twice is still known.
-        let mut twice = structs.clone();
-        twice.merge(CrateTypes::of_file(engine));
-        assert!(twice.get("Engine").is_some());
-    }
-
-    #[test]
-    fn aliases_of_gpu_types_name_them_in_fields_and_across_files() {
-        let types = CrateTypes::of_file(
-            "pub type Queue = Arc<CudaStream>;\ntype Output = Self;\nstruct Pair { q: Queue, n: usize }\n",
-        );
-        let aliases: Vec<_> = types.known_aliases().collect();
-        assert_eq!(aliases, [("Queue", TypeKind::Stream)]);
-        assert_eq!(
-            types.get("Pair"),
-            Some(&vec![("q".to_string(), TypeKind::Stream)])
-        );
-        let mut both = types.clone();
-        both.merge(CrateTypes::of_file("type Queue = CudaSlice<f32>;\n"));
-        assert_eq!(both.known_aliases().count(), 0);
-    }
 
     #[test]
     fn functions_methods_and_nested_functions_are_bodies() {

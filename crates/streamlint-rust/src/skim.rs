@@ -20,14 +20,20 @@
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::borrow::Cow;
 
+use crate::crate_index::callee_name;
 use crate::model::names_that_start_gpu_work;
-use crate::CrateTypes;
+use crate::{CrateSummaries, CrateTypes};
 
 /// The text to parse: `source` with the bodies of inert functions and the comments blanked,
 /// or `source` itself when there is nothing to blank (or when the scan cannot follow the text).
 /// `crate_structs` are the structs the crate's files declare: the fields of those this file
-/// implements are GPU values in its methods.
-pub fn without_inert_bodies<'s>(source: &'s str, crate_structs: &CrateTypes) -> Cow<'s, str> {
+/// implements are GPU values in its methods. A call to a function `crate_summaries` describes
+/// (one of another file that does GPU work) is GPU work.
+pub fn without_inert_bodies<'s>(
+    source: &'s str,
+    crate_structs: &CrateTypes,
+    crate_summaries: &CrateSummaries,
+) -> Cow<'s, str> {
     let Some((tokens, comments)) = tokens(source.as_bytes()) else {
         return Cow::Borrowed(source);
     };
@@ -40,6 +46,7 @@ pub fn without_inert_bodies<'s>(source: &'s str, crate_structs: &CrateTypes) -> 
         .flatten()
         .map(|(field, _)| field.as_str())
         .chain(crate_structs.known_aliases().map(|(name, _)| name))
+        .chain(crate_summaries.useful().map(|(key, _)| callee_name(key)))
         .collect();
     let inert = inert(source, &tokens, &functions, &other_words);
     if inert.is_empty() && comments.is_empty() {
@@ -603,7 +610,8 @@ mod tests {
 
     /// The functions of `source` whose bodies were blanked, by name.
     fn blanked(source: &str) -> Vec<String> {
-        let skimmed = without_inert_bodies(source, &CrateTypes::default());
+        let skimmed =
+            without_inert_bodies(source, &CrateTypes::default(), &CrateSummaries::default());
         assert_eq!(skimmed.len(), source.len(), "offsets move");
         let lines = |t: &str| t.match_indices('\n').map(|(i, _)| i).collect::<Vec<_>>();
         assert_eq!(lines(&skimmed), lines(source), "lines move");
@@ -668,7 +676,8 @@ impl Device {
     #[test]
     fn comments_are_blanked_where_they_stand() {
         let source = "/// Uploads the table.\nfn up(s: &CudaStream) {\n    // zeroed first\n    let url = \"http://x\";\n    let x = s.alloc_zeros::<f32>(4); /* done */\n}\n";
-        let skimmed = without_inert_bodies(source, &CrateTypes::default());
+        let skimmed =
+            without_inert_bodies(source, &CrateTypes::default(), &CrateSummaries::default());
         assert_eq!(skimmed.len(), source.len());
         assert_eq!(skimmed.lines().count(), source.lines().count());
         for comment in ["Uploads", "zeroed", "done"] {
@@ -751,7 +760,7 @@ fn last() -> u8 { b'}' }
             "fn f() { /* }",
         ] {
             assert!(matches!(
-                without_inert_bodies(source, &CrateTypes::default()),
+                without_inert_bodies(source, &CrateTypes::default(), &CrateSummaries::default()),
                 Cow::Borrowed(_)
             ));
         }
@@ -763,7 +772,7 @@ fn last() -> u8 { b'}' }
                       type Hook = fn(u32) -> u32;\n\
                       trait T { fn m(&self); }\n";
         assert!(matches!(
-            without_inert_bodies(source, &CrateTypes::default()),
+            without_inert_bodies(source, &CrateTypes::default(), &CrateSummaries::default()),
             Cow::Borrowed(_)
         ));
     }
@@ -787,13 +796,27 @@ fn run(ctx: &Arc<CudaContext>) {
         let deadline = || streamlint_graph::Deadline::NONE;
         let lower = |text: &str| {
             let file = syn::parse_file(text).unwrap();
-            let bodies = crate::lower_file(&file, source, deadline(), &CrateTypes::default());
+            let bodies = crate::lower_file(
+                &file,
+                source,
+                deadline(),
+                &CrateTypes::default(),
+                &CrateSummaries::default(),
+            )
+            .bodies;
             proc_macro2::extra::invalidate_current_thread_spans();
             bodies
         };
         let whole = lower(source);
-        let skimmed = lower(&without_inert_bodies(source, &CrateTypes::default()));
-        assert_ne!(without_inert_bodies(source, &CrateTypes::default()), source);
+        let skimmed = lower(&without_inert_bodies(
+            source,
+            &CrateTypes::default(),
+            &CrateSummaries::default(),
+        ));
+        assert_ne!(
+            without_inert_bodies(source, &CrateTypes::default(), &CrateSummaries::default()),
+            source
+        );
         assert_eq!(format!("{whole:?}"), format!("{skimmed:?}"));
     }
 }

@@ -330,7 +330,7 @@ impl<'w> Server<'w> {
         if params.changes.iter().any(|c| is_config(&c.uri)) {
             return self.configure_all();
         }
-        // A Python file changed on disk (a checkout, a formatter, another editor): the
+        // A source file changed on disk (a checkout, a formatter, another editor): the
         // projects that hold it index it again, unless it is open (the editor's text counts).
         for change in &params.changes {
             let Some(path) = file_path(&change.uri) else {
@@ -385,15 +385,15 @@ impl<'w> Server<'w> {
         }
     }
 
-    /// Ask the client to report changes of configuration files and Python files (a helper of
-    /// an open file changed on disk), where it can be asked.
+    /// Ask the client to report changes of configuration files and of Python and Rust files (a
+    /// helper of an open file changed on disk), where it can be asked.
     fn watch_files(&mut self) -> io::Result<()> {
         if !self.caps.watch_files {
             return Ok(());
         }
         let watchers = CONFIG_FILES
             .iter()
-            .chain(&["*.py"])
+            .chain(&["*.py", "*.rs"])
             .map(|name| FileSystemWatcher {
                 glob_pattern: GlobPattern::String(format!("**/{name}")),
                 kind: None,

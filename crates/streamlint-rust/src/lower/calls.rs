@@ -27,18 +27,15 @@ impl Lowerer<'_> {
         // `self.upload(&s, &mut w)`: another method of the `impl`, through its summary (its
         // parameters by position, `self` first).
         let on_self = matches!(m.receiver.as_ref(), syn::Expr::Path(p) if p.path.is_ident("self"));
-        let summary = self
-            .impl_of
-            .filter(|_| on_self)
-            .and_then(|ty| self.summaries.get(&super::method_key(ty, &method)));
+        let summary = self.impl_of.filter(|_| on_self).and_then(|ty| {
+            self.summaries
+                .get(&crate::crate_index::method_key(ty, &method))
+        });
         if let Some(summary) = summary {
             let vals: Vec<Value> = std::iter::once(Value::Unknown)
                 .chain(m.args.iter().map(|a| self.expr(a)))
                 .collect();
-            for v in &vals {
-                self.run_handed_closure(v, sp);
-            }
-            return self.apply_summary(&summary.clone(), &vals, sp);
+            return self.call_summarized(&summary.clone(), &vals, sp);
         }
         let recv = self.expr(&m.receiver);
         let receiver_name = Self::local_name(&m.receiver);
@@ -284,7 +281,10 @@ impl Lowerer<'_> {
             (Value::Builder { stream, args }, "arg") => {
                 let (stream, mut args) = (*stream, args.clone());
                 if let Some(a) = first {
-                    let write = matches!(a, syn::Expr::Reference(r) if r.mutability.is_some());
+                    let write = matches!(a, syn::Expr::Reference(r) if r.mutability.is_some())
+                        || matches!(a, syn::Expr::Path(p) if p.path.get_ident()
+                            .and_then(|n| self.lookup(&n.to_string()))
+                            .is_some_and(|l| l.mutable_borrow));
                     match self.expr(a) {
                         Value::Slice(b) => args.push((b, write)),
                         Value::Ptr { buffer, write } => {
@@ -329,13 +329,33 @@ impl Lowerer<'_> {
             }
             (Value::Slice(_) | Value::Context | Value::Event(_), "clone") => recv,
             _ => {
-                for a in &m.args {
-                    let v = self.expr(a);
-                    self.run_handed_closure(&v, sp);
+                let vals: Vec<Value> = std::iter::once(recv)
+                    .chain(m.args.iter().map(|a| self.expr(a)))
+                    .collect();
+                // A method of the crate's, on a value whose type is not followed (a trait
+                // method, a generic receiver, a struct of the crate held in a local), when
+                // every type defining a method of this name does the same.
+                let key = crate::crate_index::method_name_key(&method);
+                match self.summaries.get(&key) {
+                    Some(summary) => self.call_summarized(&summary.clone(), &vals, sp),
+                    None => {
+                        for v in &vals {
+                            self.run_handed_closure(v, sp);
+                        }
+                        Value::Unknown
+                    }
                 }
-                Value::Unknown
             }
         }
+    }
+
+    /// A call to a summarized function with `vals` for its arguments: closures handed to it run
+    /// in it, then its effects happen here.
+    fn call_summarized(&mut self, summary: &Summary, vals: &[Value], sp: Span) -> Value {
+        for v in vals {
+            self.run_handed_closure(v, sp);
+        }
+        self.apply_summary(summary, vals, sp)
     }
 
     /// A closure handed to code the model does not know (`dev.with_stream(|s| ..)`,
@@ -630,10 +650,7 @@ impl Lowerer<'_> {
                 return self.call_closure(&closure, &vals, sp);
             }
             if let Some(summary) = self.summaries.get(name) {
-                for v in &vals {
-                    self.run_handed_closure(v, sp);
-                }
-                return self.apply_summary(&summary.clone(), &vals, sp);
+                return self.call_summarized(&summary.clone(), &vals, sp);
             }
         }
         let raw_stream = vals.iter().find_map(|v| match v {
@@ -662,6 +679,16 @@ impl Lowerer<'_> {
                 return Value::Unknown;
             }
             _ => {}
+        }
+        // A function of the crate reached through its modules (`ops::copy_into(..)`,
+        // `crate::ops::copy_into(..)`); the API's own paths are matched above. A path through
+        // a type (`Engine::new`) names an associated function, which is not summarized by name.
+        let through_modules = path.len() > 1
+            && path[..path.len() - 1]
+                .iter()
+                .all(|m| m.starts_with(|c: char| c.is_ascii_lowercase() || c == '_'));
+        if let Some(summary) = self.summaries.get(last).filter(|_| through_modules) {
+            return self.call_summarized(&summary.clone(), &vals, sp);
         }
         // Raw work: a call given a stream's raw handle runs on that stream, through the raw
         // pointers it is given.

@@ -112,6 +112,9 @@ struct Local {
     value: Value,
     /// Moved out, or dropped explicitly: no drop at scope end.
     gone: bool,
+    /// A mutable borrow (a `&mut CudaSlice<T>` parameter): handing it on as it is lets the
+    /// callee write through it.
+    mutable_borrow: bool,
 }
 
 struct Lowerer<'f> {
@@ -154,8 +157,9 @@ pub struct FileContext<'s> {
     /// Another method of the same `impl` turns tracking off for good (typically the constructor
     /// calls `disable_event_tracking`), so this one starts with it off.
     pub tracking_disabled: bool,
-    /// Summaries of the file's free functions, by name, and of its methods, by
-    /// `Type::method` (see [`method_key`]).
+    /// Summaries of the functions a call may reach, by the keys of
+    /// [`crate::CrateSummaries`]: free functions by name, methods by `Type::method` and by
+    /// `.method`.
     pub summaries: FxHashMap<String, Summary>,
     /// The type of the `impl` the function is a method of.
     pub impl_of: Option<String>,
@@ -163,12 +167,6 @@ pub struct FileContext<'s> {
     pub aliases: &'s FxHashMap<String, TypeKind>,
     /// When lowering stops (checked between statements).
     pub deadline: Deadline,
-}
-
-/// The key of a method's summary: its type and name (`Engine::upload`), so that methods of
-/// two types with one name stay apart.
-pub fn method_key(ty: &str, method: &str) -> String {
-    format!("{ty}::{method}")
 }
 
 /// Lower one function, and summarize it for its callers.
@@ -392,6 +390,7 @@ impl Lowerer<'_> {
             name: name.to_string(),
             value,
             gone: false,
+            mutable_borrow: false,
         });
     }
 
@@ -655,6 +654,15 @@ impl Lowerer<'_> {
             }
             self.params.push(value.clone());
             self.bind(&name, value);
+            if let syn::Type::Reference(syn::TypeReference {
+                mutability: Some(_),
+                ..
+            }) = pt.ty.as_ref()
+            {
+                if let Some(local) = self.lookup_mut(&name) {
+                    local.mutable_borrow = true;
+                }
+            }
         }
     }
 

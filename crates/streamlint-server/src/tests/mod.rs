@@ -609,6 +609,42 @@ fn an_open_file_is_linted_with_the_summaries_of_the_projects_other_files() {
     assert_eq!(shut_down(client), 0);
 }
 
+/// A Rust loader whose upload helper is declared in another file of the crate, from the
+/// fixtures: the helper's upload on the copy stream is what the loader's read races with.
+const RUST_CALLER: &str =
+    "../rust/SL003/bad_shard_upload_helper_declared_in_another_file/loader.rs";
+const RUST_HELPER: &str = "../rust/SL003/bad_shard_upload_helper_declared_in_another_file/copy.rs";
+
+#[test]
+fn an_open_rust_file_sees_the_helpers_of_the_crates_other_files() {
+    let dir = scratch("crate");
+    for name in [RUST_CALLER, RUST_HELPER] {
+        let file = Path::new(name).file_name().unwrap();
+        std::fs::write(dir.join(file), fixture(name)).unwrap();
+    }
+    let (caller, helper) = (file_uri(&dir, "loader.rs"), file_uri(&dir, "copy.rs"));
+    let mut client = Client::start();
+    client.initialize_in(full_caps(), json!(format!("file://{}", dir.display())));
+    open(&mut client, &caller, "rust", &fixture(RUST_CALLER));
+    assert_eq!(codes(&client.diagnostics(&caller)), ["SL003"]);
+
+    // The helper edited in the editor so that it no longer writes the slot: the loader is
+    // linted again, and its read races with nothing.
+    let reading = fixture(RUST_HELPER).replace(
+        "stream.memcpy_htod(host, slot)",
+        "let _ = (stream, host, slot);\n    Ok(())",
+    );
+    open(&mut client, &helper, "rust", &fixture(RUST_HELPER));
+    replace_all(&mut client, &helper, 2, &reading);
+    let republished = client.drain(|m| m["method"] == "textDocument/publishDiagnostics");
+    let caller_now = republished
+        .iter()
+        .rev()
+        .find(|m| m["params"]["uri"] == caller.as_str());
+    assert_eq!(codes(&caller_now.unwrap()["params"]), Vec::<String>::new());
+    assert_eq!(shut_down(client), 0);
+}
+
 fn panics_on_marker(
     path: &Path,
     text: &str,
