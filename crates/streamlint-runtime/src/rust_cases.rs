@@ -43,8 +43,12 @@ rust_cases! {
     sl001_good: "../../../fixtures/rust/SL001/good_runtime_two_heads_drop_trunk.rs";
     sl002_bad: "../../../fixtures/rust/SL002/bad_runtime_sync_copy_pointer_taken_for_compute_stream.rs";
     sl002_good: "../../../fixtures/rust/SL002/good_runtime_sync_copy_pointer_taken_for_compute_stream.rs";
+    sl002_launcher_bad: "../../../fixtures/rust/SL002/bad_runtime_pointer_for_main_launched_by_stream_launcher.rs";
+    sl002_launcher_good: "../../../fixtures/rust/SL002/good_runtime_pointer_for_main_launched_by_stream_launcher.rs";
     sl003_bad: "../../../fixtures/rust/SL003/bad_runtime_untracked_shard_no_join.rs";
     sl003_good: "../../../fixtures/rust/SL003/good_runtime_untracked_shard_no_join.rs";
+    sl003_trait_bad: "../../../fixtures/rust/SL003/bad_runtime_stage_trait_method_no_join.rs";
+    sl003_trait_good: "../../../fixtures/rust/SL003/good_runtime_stage_trait_method_no_join.rs";
     sl005_bad: "../../../fixtures/rust/SL005/bad_runtime_side_stream_scope.rs";
     sl005_good: "../../../fixtures/rust/SL005/good_runtime_side_stream_scope.rs";
     sl006_bad: "../../../fixtures/rust/SL006/bad_runtime_untracked_wait_before_record.rs";

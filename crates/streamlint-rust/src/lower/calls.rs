@@ -339,9 +339,7 @@ impl Lowerer<'_> {
                 match self.summaries.get(&key) {
                     Some(summary) => self.call_summarized(&summary.clone(), &vals, sp),
                     None => {
-                        for v in &vals {
-                            self.run_handed_closure(v, sp);
-                        }
+                        self.run_handed_closures(&vals, sp);
                         Value::Unknown
                     }
                 }
@@ -352,22 +350,54 @@ impl Lowerer<'_> {
     /// A call to a summarized function with `vals` for its arguments: closures handed to it run
     /// in it, then its effects happen here.
     fn call_summarized(&mut self, summary: &Summary, vals: &[Value], sp: Span) -> Value {
-        for v in vals {
-            self.run_handed_closure(v, sp);
-        }
+        self.run_handed_closures(vals, sp);
         self.apply_summary(summary, vals, sp)
+    }
+
+    /// The closures among a call's values `vals` (its receiver and arguments) run at the call
+    /// (see [`Self::run_handed_closure`]), given the call's stream when it has exactly one.
+    fn run_handed_closures(&mut self, vals: &[Value], sp: Span) {
+        let mut streams = vals.iter().filter_map(|v| match v {
+            Value::Stream(s) => Some(*s),
+            _ => None,
+        });
+        let given = streams.next().filter(|&s| streams.all(|t| t == s));
+        for v in vals {
+            self.run_handed_closure(v, given, sp);
+        }
     }
 
     /// A closure handed to code the model does not know (`dev.with_stream(|s| ..)`,
     /// `self.launch(move |args| ..)`) runs there, once, before the call returns, when it uses a
     /// raw pointer: that use is the work the pointer's guard had to cover. (Closures that use
-    /// no raw pointer, iterator adapters' among them, are left alone.)
-    fn run_handed_closure(&mut self, v: &Value, sp: Span) {
-        if let Value::Closure(c) = v {
-            if !self.pointers_in([c.0.body.as_ref()]).is_empty() {
-                self.call_closure(&c.clone(), &[], sp);
-            }
+    /// no raw pointer, iterator adapters' among them, are left alone.) A launcher given one
+    /// stream (`on_stream(&side, |s| ..)`, `side.scoped(|s| ..)`) hands that stream to the
+    /// closure's parameters that are streams: typed as one, or used as one in its body.
+    fn run_handed_closure(&mut self, v: &Value, given: Option<StreamId>, sp: Span) {
+        let Value::Closure(c) = v else {
+            return;
+        };
+        if self.pointers_in([c.0.body.as_ref()]).is_empty() {
+            return;
         }
+        let body = self.spelled(c.0.body.as_ref());
+        let args: Vec<Value> = c
+            .0
+            .inputs
+            .iter()
+            .map(|input| match (given, input) {
+                (Some(s), syn::Pat::Type(t))
+                    if type_kind_in(&t.ty, self.aliases) == Some(TypeKind::Stream) =>
+                {
+                    Value::Stream(s)
+                }
+                (Some(s), syn::Pat::Ident(id)) if used_as_stream(&body, &id.ident.to_string()) => {
+                    Value::Stream(s)
+                }
+                _ => Value::Unknown,
+            })
+            .collect();
+        self.call_closure(&c.clone(), &args, sp);
     }
 
     /// The closure's body, run at a call with `args` for its parameters, in a scope of its own.
@@ -695,9 +725,7 @@ impl Lowerer<'_> {
         if let Some(stream) = raw_stream {
             return self.raw_call(last, stream, &c.args, sp);
         }
-        for v in &vals {
-            self.run_handed_closure(v, sp);
-        }
+        self.run_handed_closures(&vals, sp);
         // Slices passed by value move into the callee.
         for a in &c.args {
             if !matches!(a, syn::Expr::Reference(_)) {
@@ -767,4 +795,32 @@ impl Lowerer<'_> {
             stream: s,
         }
     }
+}
+
+/// Does `body` use `name` as a cudarc stream (`s.cu_stream()`, `s.launch_builder(..)`, ...)?
+fn used_as_stream(body: &str, name: &str) -> bool {
+    const STREAM_ONLY: &[&str] = &[
+        "cu_stream",
+        "launch_builder",
+        "memcpy_htod",
+        "memcpy_dtoh",
+        "memcpy_dtod",
+        "clone_htod",
+        "clone_dtoh",
+        "alloc_zeros",
+        "memset_zeros",
+        "record_event",
+        "join",
+    ];
+    body.match_indices(name).any(|(at, _)| {
+        let before = body[..at].chars().next_back();
+        let after = &body[at + name.len()..];
+        !before.is_some_and(|c| c == '_' || c.is_alphanumeric())
+            && after.strip_prefix('.').is_some_and(|rest| {
+                STREAM_ONLY.iter().any(|m| {
+                    rest.strip_prefix(m)
+                        .is_some_and(|r| r.starts_with(['(', ':']))
+                })
+            })
+    })
 }
