@@ -47,6 +47,9 @@ enum Indexed {
     Package(PathBuf),
 }
 
+/// A file's bodies, or where and why its parse stopped.
+type Lowered = Result<Vec<Body>, (u32, String)>;
+
 /// A Rust file's lowering with the crate's types, before any file is judged (a panic in it is
 /// kept, to be reported when the file is judged).
 type FirstLowering = std::thread::Result<Result<LoweredFile, (u32, String)>>;
@@ -219,70 +222,94 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         }
     }
     let project = Project::new(modules, packages, &settings.api, &settings.python_prefilter);
-    let (first_lowerings, crate_summaries) = lower_rust_files(&to_check, settings, &crate_structs);
-    // A Python file has its place in the project; a Rust file was lowered once, and is lowered
-    // again only if it calls a function another file of the crate summarizes.
-    let lower = |t: &Text, module: Option<usize>, at: usize| {
-        let deadline = Deadline::after(settings.file_time_limit);
-        if let Some(m) = module {
-            return lower_in_project(&project, m, &t.source, deadline);
+    // Read again; a file changed since (now unreadable, say) is reported as it is now.
+    let check = |at: usize, lower: &dyn Fn(&Text) -> Lowered| -> Result<Checked, FileReport> {
+        let (path, module) = &to_check[at];
+        let t = match load(path, settings, true) {
+            Loaded::Text(t) => t,
+            Loaded::Done(r) => return Err(r),
+            Loaded::Package(path) => return Err(report(&path, String::new(), Vec::new())),
+        };
+        let mut decided = guarded(settings, || {
+            judge(&t.source, t.language, lower(&t), settings)
+        });
+        let ignored = settings.ignored_here(&t.path);
+        let kept = |f: &Finding| !ignored.iter().any(|p| crate::select::matches(p, f.code));
+        decided.findings.retain(kept);
+        decided.proven.retain(kept);
+        decided.pending.retain(|(f, _)| kept(f));
+        decided.about_callers.retain(|(f, ..)| kept(f));
+        // Only the text of files whose findings will be shown, or that hold blocks or
+        // findings the whole run decides, is kept.
+        let mut t = t;
+        if decided.findings.is_empty()
+            && decided.proven.is_empty()
+            && decided.pending.is_empty()
+            && decided.shared_regions.is_empty()
+            && decided.aliased.is_empty()
+            && decided.about_callers.is_empty()
+        {
+            t.source = String::new();
         }
-        let first = first_lowerings[at]
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        match first {
-            Some(Ok(Ok(f))) if !crate_summaries.called_from(&t.source, &f.summaries) => {
-                Ok(f.bodies)
-            }
-            Some(Ok(Err(parse_error))) => Err(parse_error),
-            Some(Err(panic)) => std::panic::resume_unwind(panic),
-            _ => streamlint_rust::lower_source_in(
-                &t.source,
-                deadline,
-                &crate_structs,
-                &crate_summaries,
-            )
-            .map(|f| f.bodies)
-            .map_err(|e| (e.offset, e.message)),
-        }
+        Ok((t, *module, decided))
     };
-    let checked: Vec<Result<Checked, FileReport>> = to_check
+    let (python, rust): (Vec<usize>, Vec<usize>) =
+        (0..to_check.len()).partition(|&at| to_check[at].1.is_some());
+    // The Rust files are lowered with the crate's types while the Python files, each in its
+    // place in the project, are checked: the two share the cores, and only the judging of the
+    // Rust files waits for what every Rust file's functions do.
+    let (mut checked, (first_lowerings, crate_summaries)) = rayon::join(
+        || {
+            python
+                .par_iter()
+                .with_max_len(1)
+                .map(|&at| {
+                    let module = to_check[at].1.expect("a Python file has a module");
+                    let lower = |t: &Text| {
+                        let deadline = Deadline::after(settings.file_time_limit);
+                        lower_in_project(&project, module, &t.source, deadline)
+                    };
+                    (at, check(at, &lower))
+                })
+                .collect::<Vec<_>>()
+        },
+        || lower_rust_files(&to_check, settings, &crate_structs),
+    );
+    // A Rust file was lowered once, and is lowered again only if it calls a function another
+    // file of the crate summarizes.
+    let callees = crate_summaries.callees();
+    let rust_checked: Vec<(usize, Result<Checked, FileReport>)> = rust
         .par_iter()
-        .enumerate()
         .with_max_len(1)
-        .map(|(at, (path, module))| {
-            // Read again; a file changed since (now unreadable, say) is reported as it is now.
-            let t = match load(path, settings, true) {
-                Loaded::Text(t) => t,
-                Loaded::Done(r) => return Err(r),
-                Loaded::Package(path) => return Err(report(&path, String::new(), Vec::new())),
+        .map(|&at| {
+            let lower = |t: &Text| {
+                let first = first_lowerings[at]
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
+                match first {
+                    Some(Ok(Ok(f))) if !callees.called_from(&t.source, &f.summaries) => {
+                        Ok(f.bodies)
+                    }
+                    Some(Ok(Err(parse_error))) => Err(parse_error),
+                    Some(Err(panic)) => std::panic::resume_unwind(panic),
+                    _ => streamlint_rust::lower_source_in(
+                        &t.source,
+                        Deadline::after(settings.file_time_limit),
+                        &crate_structs,
+                        &crate_summaries,
+                    )
+                    .map(|f| f.bodies)
+                    .map_err(|e| (e.offset, e.message)),
+                }
             };
-            let mut decided = guarded(settings, || {
-                judge(&t.source, t.language, lower(&t, *module, at), settings)
-            });
-            let ignored = settings.ignored_here(&t.path);
-            let kept = |f: &Finding| !ignored.iter().any(|p| crate::select::matches(p, f.code));
-            decided.findings.retain(kept);
-            decided.proven.retain(kept);
-            decided.pending.retain(|(f, _)| kept(f));
-            decided.about_callers.retain(|(f, ..)| kept(f));
-            // Only the text of files whose findings will be shown, or that hold blocks or
-            // findings the whole run decides, is kept.
-            let mut t = t;
-            if decided.findings.is_empty()
-                && decided.proven.is_empty()
-                && decided.pending.is_empty()
-                && decided.shared_regions.is_empty()
-                && decided.aliased.is_empty()
-                && decided.about_callers.is_empty()
-            {
-                t.source = String::new();
-            }
-            Ok((t, *module, decided))
+            (at, check(at, &lower))
         })
         .collect();
-    let (mut done, errors): (Vec<_>, Vec<_>) = checked.into_iter().partition(Result::is_ok);
+    checked.extend(rust_checked);
+    checked.sort_unstable_by_key(|(at, _)| *at);
+    let checked = checked.into_iter().map(|(_, c)| c);
+    let (mut done, errors): (Vec<_>, Vec<_>) = checked.partition(Result::is_ok);
     reports.extend(errors.into_iter().filter_map(Result::err));
     let mut done: Vec<Checked> = done.drain(..).filter_map(Result::ok).collect();
     crate::callers::settle_run(&project, &mut done, files);

@@ -7,7 +7,8 @@
 //! Declarations are known by name alone, without modules: a name that two files declare
 //! differently (two backends' `Device`, two modules' `fn launch`) is known in neither.
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use aho_corasick::AhoCorasick;
+use rustc_hash::FxHashMap;
 use syn::visit::Visit;
 
 use crate::lower::Summary;
@@ -145,16 +146,52 @@ impl CrateSummaries {
         })
     }
 
+    /// The names calls spell for these summaries, for [`Callees::called_from`].
+    pub fn callees(&self) -> Callees {
+        let mut by_name: FxHashMap<String, Vec<String>> = FxHashMap::default();
+        for (key, _) in self.useful() {
+            by_name
+                .entry(callee_name(key).to_string())
+                .or_default()
+                .push(key.to_string());
+        }
+        let (names, keys): (Vec<String>, Vec<Vec<String>>) = by_name.into_iter().unzip();
+        let scan = AhoCorasick::new(&names).ok();
+        Callees { names, keys, scan }
+    }
+}
+
+/// The crate's summarized functions by the name a call spells (made once for a run), with an
+/// automaton that finds all those names in a text in one pass.
+pub struct Callees {
+    names: Vec<String>,
+    /// Each name's keys, in the order of `names`.
+    keys: Vec<Vec<String>>,
+    scan: Option<AhoCorasick>,
+}
+
+impl Callees {
     /// Does `source`, whose own functions are `own`, call a function another file of the crate
     /// summarizes? (Its name appears as an identifier; the file's own definitions of that name
     /// do not count.) Only such files are lowered a second time, with the crate's summaries.
     pub fn called_from(&self, source: &str, own: &CrateSummaries) -> bool {
-        let names: FxHashSet<&str> = self
-            .useful()
-            .filter(|(key, _)| !own.by_key.contains_key(*key))
-            .map(|(key, _)| callee_name(key))
-            .collect();
-        !names.is_empty() && identifiers(source).any(|word| names.contains(word))
+        let foreign = |name: usize| self.keys[name].iter().any(|k| !own.by_key.contains_key(k));
+        if !(0..self.names.len()).any(foreign) {
+            return false;
+        }
+        let Some(scan) = &self.scan else {
+            return true;
+        };
+        let bytes = source.as_bytes();
+        let part_of_identifier = |at: Option<&u8>| {
+            at.is_some_and(|&b| b == b'_' || b.is_ascii_alphanumeric() || b >= 0x80)
+        };
+        scan.find_overlapping_iter(source).any(|m| {
+            let before = m.start().checked_sub(1).and_then(|i| bytes.get(i));
+            !part_of_identifier(before)
+                && !part_of_identifier(bytes.get(m.end()))
+                && foreign(m.pattern().as_usize())
+        })
     }
 }
 
@@ -173,14 +210,6 @@ pub(crate) fn method_key(ty: &str, method: &str) -> String {
 /// The key of a method's summary by its name alone, for receivers of unknown type.
 pub(crate) fn method_name_key(method: &str) -> String {
     format!(".{method}")
-}
-
-/// The identifiers of a text, with whatever else looks like one (inside strings and comments):
-/// enough to tell that a name is not there.
-fn identifiers(source: &str) -> impl Iterator<Item = &str> {
-    source
-        .split(|c: char| !(c == '_' || c.is_alphanumeric()))
-        .filter(|w| !w.is_empty())
 }
 
 #[cfg(test)]
@@ -248,11 +277,12 @@ mod tests {
     fn a_file_is_lowered_again_only_when_it_calls_another_files_function() {
         let crate_summaries = summaries_of(&[HELPER]);
         let own = summaries_of(&["fn other(s: &CudaStream) {}\n"]);
-        assert!(crate_summaries.called_from("fn f() { ops::upload(&s, &h, &mut d); }", &own));
-        assert!(!crate_summaries.called_from("fn f() { uploaded(); }", &own));
+        let callees = crate_summaries.callees();
+        assert!(callees.called_from("fn f() { ops::upload(&s, &h, &mut d); }", &own));
+        assert!(!callees.called_from("fn f() { uploaded(); }", &own));
         // The file that defines it calls its own.
         let helper_own = summaries_of(&[HELPER]);
-        assert!(!crate_summaries.called_from(HELPER, &helper_own));
+        assert!(!callees.called_from(HELPER, &helper_own));
     }
 
     #[test]

@@ -6,12 +6,13 @@
 mod crate_index;
 mod lower;
 mod model;
+mod offsets;
 mod skim;
 
 use rustc_hash::FxHashMap;
 
 use crate_index::{method_key, method_name_key};
-pub use crate_index::{CrateSummaries, CrateTypes};
+pub use crate_index::{Callees, CrateSummaries, CrateTypes};
 use lower::{FileContext, Summary};
 pub use model::may_contain_gpu_code;
 use model::{type_kind, type_kind_in, TypeKind};
@@ -48,12 +49,17 @@ pub fn lower_source_in(
     // Bodies without GPU work are not parsed; should the scan that found them have misread
     // the text, the text is parsed whole, so that an error is always the file's own.
     let skimmed = skim::without_inert_bodies(source, types, summaries);
-    let parsed = match syn::parse_file(&skimmed) {
-        Err(_) if matches!(skimmed, std::borrow::Cow::Owned(_)) => syn::parse_file(source),
-        parsed => parsed,
+    let lower = |text: &str| {
+        offsets::with_lines_of(text, || {
+            syn::parse_file(text).map(|file| lower_file(&file, source, deadline, types, summaries))
+        })
     };
-    let result = match parsed {
-        Ok(file) => Ok(lower_file(&file, source, deadline, types, summaries)),
+    let lowered = match lower(&skimmed) {
+        Err(_) if matches!(skimmed, std::borrow::Cow::Owned(_)) => lower(source),
+        lowered => lowered,
+    };
+    let result = match lowered {
+        Ok(file) => Ok(file),
         Err(e) => Err(ParseError {
             offset: e.span().byte_range().start as u32,
             message: e.to_string(),
@@ -206,7 +212,10 @@ impl<'s> Functions<'s> {
         file: &FileContext<'_>,
     ) {
         let earlier = self.earlier.next();
-        let text = self.source.get(whole.byte_range()).unwrap_or_default();
+        let text = self
+            .source
+            .get(offsets::byte_range(whole))
+            .unwrap_or_default();
         let calls_summarized = file
             .summaries
             .keys()
@@ -298,7 +307,10 @@ impl<'ast> Visit<'ast> for Functions<'_> {
             .unwrap_or(i.impl_token.span);
         let start = i.attrs.first().map_or(first, |a| a.pound_token.span);
         let whole = start.join(i.brace_token.span.close()).unwrap_or(first);
-        let text = self.source.get(whole.byte_range()).unwrap_or_default();
+        let text = self
+            .source
+            .get(offsets::byte_range(whole))
+            .unwrap_or_default();
         let calls = |name: &str| text.contains(name);
         let disabled = calls("disable_event_tracking") && !calls("enable_event_tracking");
         let file = self.context(fields.unwrap_or_default(), disabled, ty);

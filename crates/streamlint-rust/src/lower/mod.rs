@@ -26,7 +26,7 @@ use spelling::SPELLING;
 pub use streamlint_graph::Summary;
 
 fn span_of(s: proc_macro2::Span) -> Span {
-    let r = s.byte_range();
+    let r = crate::offsets::byte_range(s);
     Span::new(r.start as u32, r.end as u32)
 }
 

@@ -46,7 +46,7 @@ fn receiver(expr: syn::Expr) -> proc_macro2::TokenStream {
 /// joins without a space); as formatted source where its text cannot be found.
 pub(super) fn spelled(source: &str, expr: &(impl ToTokens + Spanned)) -> String {
     let Some(text) = source
-        .get(expr.span().byte_range())
+        .get(crate::offsets::byte_range(expr.span()))
         .filter(|t| !t.is_empty())
     else {
         return print_tokens(quote!(#expr));
