@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 use streamlint_graph::{Body, EscapeKind, OpKind, Span};
 use streamlint_python::{call_offsets, defines_itself, Project};
@@ -46,9 +47,16 @@ pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked], files: &[P
         .enumerate()
         .filter_map(|(i, (_, m, _))| Some(((*m)?, i)))
         .collect();
+    // The run's files by file name, for the modules the project does not hold.
+    let mut by_file_name: FxHashMap<&std::ffi::OsStr, Vec<&PathBuf>> = FxHashMap::default();
+    for file in files {
+        if let Some(name) = file.file_name() {
+            by_file_name.entry(name).or_default().push(file);
+        }
+    }
     // First every verdict, from the calls each file lowered; then each file's findings move.
     let verdicts: Vec<Vec<Verdict>> = done
-        .iter()
+        .par_iter()
         .map(|(_, home, decided)| {
             decided
                 .about_callers
@@ -59,7 +67,7 @@ pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked], files: &[P
                     };
                     let path_of = |m: usize| checked.get(&m).map(|&i| done[i].0.path.as_path());
                     let elsewhere = |caller: usize, qualified: &str| {
-                        defines_elsewhere(path_of(caller), path_of(home), qualified, files)
+                        defines_elsewhere(path_of(caller), path_of(home), qualified, &by_file_name)
                     };
                     let calls: Vec<Call> = project
                         .calls_of(function, home, &elsewhere)
@@ -92,23 +100,28 @@ pub(crate) fn settle_run(project: &Project<'_>, done: &mut [Checked], files: &[P
 /// Does the name a caller's imports qualify as `qualified` (`pkg.mod.f`; bare `f`: the
 /// caller's own module, at `caller`) denote a function of another module than `home`, one that
 /// module defines itself? Asked of modules the project does not hold (no stream code): their
-/// file is found among the run's `files` by its dotted path and read. Unknown counts as no.
+/// file is found among the run's files (`by_file_name`) by its dotted path and read. Unknown
+/// counts as no.
 fn defines_elsewhere(
     caller: Option<&Path>,
     home: Option<&Path>,
     qualified: &str,
-    files: &[PathBuf],
+    by_file_name: &FxHashMap<&std::ffi::OsStr, Vec<&PathBuf>>,
 ) -> bool {
     let (file, name) = match qualified.rsplit_once('.') {
         None => (caller.map(Path::to_path_buf), qualified),
         Some((module, name)) => {
             let stem = PathBuf::from(module.replace('.', "/"));
             let (plain, package) = (stem.with_extension("py"), stem.join("__init__.py"));
-            let mut found = files
-                .iter()
-                .filter(|p| p.ends_with(&plain) || p.ends_with(&package));
+            let mut found = [&plain, &package].into_iter().flat_map(|wanted| {
+                let candidates = wanted
+                    .file_name()
+                    .and_then(|n| by_file_name.get(n))
+                    .map_or(&[][..], Vec::as_slice);
+                candidates.iter().filter(move |p| p.ends_with(wanted))
+            });
             match (found.next(), found.next()) {
-                (Some(one), None) => (Some(one.clone()), name),
+                (Some(one), None) => (Some(one.to_path_buf()), name),
                 _ => (None, name),
             }
         }
