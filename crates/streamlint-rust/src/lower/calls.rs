@@ -336,13 +336,16 @@ impl Lowerer<'_> {
                 // method, a generic receiver, a struct of the crate held in a local), when
                 // every type defining a method of this name does the same.
                 let key = crate::crate_index::method_name_key(&method);
-                match self.summaries.get(&key) {
+                let value = match self.summaries.get(&key) {
                     Some(summary) => self.call_summarized(&summary.clone(), &vals, sp),
                     None => {
                         self.run_handed_closures(&vals, sp);
                         Value::Unknown
                     }
-                }
+                };
+                // `pending.push(buf)`: the slice is the collection's now.
+                self.move_into_callee(&m.args, sp);
+                value
             }
         }
     }
@@ -356,7 +359,7 @@ impl Lowerer<'_> {
 
     /// The closures among a call's values `vals` (its receiver and arguments) run at the call
     /// (see [`Self::run_handed_closure`]), given the call's stream when it has exactly one.
-    fn run_handed_closures(&mut self, vals: &[Value], sp: Span) {
+    pub(super) fn run_handed_closures(&mut self, vals: &[Value], sp: Span) {
         let mut streams = vals.iter().filter_map(|v| match v {
             Value::Stream(s) => Some(*s),
             _ => None,
@@ -726,8 +729,18 @@ impl Lowerer<'_> {
             return self.raw_call(last, stream, &c.args, sp);
         }
         self.run_handed_closures(&vals, sp);
-        // Slices passed by value move into the callee.
-        for a in &c.args {
+        self.move_into_callee(&c.args, sp);
+        Value::Unknown
+    }
+
+    /// Slices passed by value to code the model does not know move into it: their drop is
+    /// no longer this function's.
+    pub(super) fn move_into_callee<'e>(
+        &mut self,
+        args: impl IntoIterator<Item = &'e syn::Expr>,
+        sp: Span,
+    ) {
+        for a in args {
             if !matches!(a, syn::Expr::Reference(_)) {
                 if let Some(n) = Self::local_name(a) {
                     if let Some(Value::Slice(b)) = self.lookup(&n).map(|l| l.value.clone()) {
@@ -743,7 +756,6 @@ impl Lowerer<'_> {
                 }
             }
         }
-        Value::Unknown
     }
 
     /// `x.device_ptr(&s)` / `x.device_ptr_mut(&s)`: tracked waits for the stream, then the raw

@@ -121,11 +121,12 @@ impl Lowerer<'_> {
             .last()
             .map(|s| s.ident.to_string())
             .unwrap_or_default();
+        let sp = span_of(mac.span());
         if name != "launch" {
+            self.unknown_macro(&name, mac, sp);
             return;
         }
         let tokens: Vec<TokenTree> = mac.tokens.clone().into_iter().collect();
-        let sp = span_of(mac.span());
         // The stream is the last identifier before `>>>`.
         let mut stream = None;
         let mut buffers = Vec::new();
@@ -169,6 +170,32 @@ impl Lowerer<'_> {
                 sp,
             );
         }
+    }
+}
+
+impl Lowerer<'_> {
+    /// A macro the model does not know whose arguments are expressions (a project's
+    /// `launch_raw!(func, cfg, stream.cu_stream(), ptr)`, `vec![a, b]`): its arguments are
+    /// evaluated as a call's are. Given a stream's raw handle it is raw work on that stream
+    /// through the raw pointers it is given; otherwise closures given to it run, and slices it
+    /// takes by value move into it. What the expansion does beyond that is not seen.
+    fn unknown_macro(&mut self, name: &str, mac: &syn::Macro, sp: Span) {
+        let Ok(args) = mac.parse_body_with(
+            syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated,
+        ) else {
+            return;
+        };
+        let vals: Vec<Value> = args.iter().map(|a| self.expr(a)).collect();
+        let raw_stream = vals.iter().find_map(|v| match v {
+            Value::RawStream(s) => Some(*s),
+            _ => None,
+        });
+        if let Some(stream) = raw_stream {
+            self.raw_call(name, stream, &args, sp);
+            return;
+        }
+        self.run_handed_closures(&vals, sp);
+        self.move_into_callee(&args, sp);
     }
 }
 
