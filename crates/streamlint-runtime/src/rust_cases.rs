@@ -41,6 +41,8 @@ macro_rules! rust_cases {
 rust_cases! {
     sl001_bad: "../../../fixtures/rust/SL001/bad_runtime_two_heads_drop_trunk.rs";
     sl001_good: "../../../fixtures/rust/SL001/good_runtime_two_heads_drop_trunk.rs";
+    sl001_in_flight_bad: "../../../fixtures/rust/SL001/bad_runtime_batch_kept_in_flight.rs";
+    sl001_in_flight_good: "../../../fixtures/rust/SL001/good_runtime_batch_kept_in_flight.rs";
     sl002_bad: "../../../fixtures/rust/SL002/bad_runtime_sync_copy_pointer_taken_for_compute_stream.rs";
     sl002_good: "../../../fixtures/rust/SL002/good_runtime_sync_copy_pointer_taken_for_compute_stream.rs";
     sl002_launcher_bad: "../../../fixtures/rust/SL002/bad_runtime_pointer_for_main_launched_by_stream_launcher.rs";
@@ -57,6 +59,8 @@ rust_cases! {
     sl007_good: "../../../fixtures/rust/SL007/good_runtime_pinned_readback.rs";
     sl010_bad: "../../../fixtures/rust/SL010/bad_runtime_discarded_write_guard.rs";
     sl010_good: "../../../fixtures/rust/SL010/good_runtime_discarded_write_guard.rs";
+    sl010_macro_bad: "../../../fixtures/rust/SL010/bad_runtime_guard_dropped_before_launch_macro.rs";
+    sl010_macro_good: "../../../fixtures/rust/SL010/good_runtime_guard_dropped_before_launch_macro.rs";
 }
 
 impl RustCase {

@@ -180,6 +180,31 @@ impl Lowerer<'_> {
     /// through the raw pointers it is given; otherwise closures given to it run, and slices it
     /// takes by value move into it. What the expansion does beyond that is not seen.
     fn unknown_macro(&mut self, name: &str, mac: &syn::Macro, sp: Span) {
+        // Printing and logging macros only format their arguments.
+        const FORMATTING: &[&str] = &[
+            "println",
+            "print",
+            "eprintln",
+            "eprint",
+            "format",
+            "format_args",
+            "write",
+            "writeln",
+            "panic",
+            "bail",
+            "anyhow",
+            "todo",
+            "unimplemented",
+            "unreachable",
+            "trace",
+            "debug",
+            "info",
+            "warn",
+            "error",
+        ];
+        if FORMATTING.contains(&name) {
+            return;
+        }
         let Ok(args) = mac.parse_body_with(
             syn::punctuated::Punctuated::<syn::Expr, syn::Token![,]>::parse_terminated,
         ) else {
