@@ -15,6 +15,8 @@ Commands, each printing one JSON object per line on stdout:
   trials FILE...          for each case: warm-up trials, then the counted trials
   sanitize FILE           one trial; run with TORCH_CUDA_SANITIZER set, so that PyTorch's CUDA
                           sanitizer watches it from `import torch` on
+  check FILE...           trials of every case without, then with streamlint's lifetime checker
+                          (`checker.py`): what it reports, and how much slower a trial ran
 """
 
 import argparse
@@ -22,6 +24,7 @@ import importlib.util
 import itertools
 import json
 import sys
+import time
 import traceback
 
 import torch
@@ -115,6 +118,47 @@ def run_sanitized(args):
     emit({"case": args.case, "raised": raised})
 
 
+def timed_trial(case, args):
+    """One trial, from the case's start to the end of its work on the device: seconds."""
+    harness = Harness(args.elements, args.cycles)
+    start = time.perf_counter()
+    case(harness)
+    harness.finish()
+    return time.perf_counter() - start
+
+
+def run_checked(args):
+    """Every case's trials without the checker first (it cannot be switched off once on), then
+    with it; one line per case."""
+    cases, plain = {}, {}
+    for path in args.cases:
+        try:
+            cases[path] = load_case(path)
+            timed_trial(cases[path], args)  # warm-up: the first trial pays for loading kernels
+            plain[path] = min(timed_trial(cases[path], args) for _ in range(2))
+        except Exception as error:
+            torch.cuda.synchronize()
+            emit({"case": path, "error": describe(error)})
+    try:
+        import checker
+
+        watching = checker.install()
+    except Exception as error:  # a PyTorch without the hooks the checker is built on
+        for path in plain:
+            emit({"case": path, "error": f"the lifetime checker cannot start: {describe(error)}"})
+        return
+    for path in plain:
+        before = len(watching.lifetimes.reports)
+        try:
+            checked = min(timed_trial(cases[path], args) for _ in range(2))
+        except Exception as error:
+            torch.cuda.synchronize()
+            emit({"case": path, "error": describe(error)})
+            continue
+        reports = [r.to_json() for r in watching.lifetimes.reports[before:]]
+        emit({"case": path, "reports": reports, "slowdown": checked / plain[path]})
+
+
 def environment(_args):
     emit(
         {
@@ -129,7 +173,7 @@ def main():
     parser = argparse.ArgumentParser(description="streamlint runtime harness")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("env").set_defaults(run=environment)
-    for name, run in (("trials", run_trials), ("sanitize", run_sanitized)):
+    for name, run in (("trials", run_trials), ("sanitize", run_sanitized), ("check", run_checked)):
         command = commands.add_parser(name)
         command.add_argument("--elements", type=int, required=True)
         command.add_argument("--cycles", type=int, required=True)
@@ -137,9 +181,10 @@ def main():
         if name == "trials":
             command.add_argument("--trials", type=int, required=True)
             command.add_argument("--warmup", type=int, required=True)
-            command.add_argument("cases", nargs="+")
-        else:
+        if name == "sanitize":
             command.add_argument("case")
+        else:
+            command.add_argument("cases", nargs="+")
     args = parser.parse_args()
     args.run(args)
 

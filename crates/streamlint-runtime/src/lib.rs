@@ -12,6 +12,7 @@
 //! sanitizer and sets its reports against streamlint's findings in the program's files.
 
 mod cases;
+mod checker;
 mod device;
 mod environment;
 mod kit;

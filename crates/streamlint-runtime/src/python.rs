@@ -1,6 +1,7 @@
 //! Running the Python cases through the harness this crate ships (`harness/harness.py`, written
-//! to a temporary folder at run time): trials in one process, and each case once more in a
-//! fresh process under PyTorch's CUDA sanitizer.
+//! to a temporary folder at run time with the lifetime checker it loads): trials in one process,
+//! and each case once more in a fresh process under PyTorch's CUDA sanitizer, and once more
+//! under streamlint's lifetime checker.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,6 +15,12 @@ use crate::sanitizer;
 
 /// The harness script.
 pub const HARNESS: &str = include_str!("../harness/harness.py");
+
+/// The lifetime checker: its bookkeeping, and its hooks into PyTorch (see `harness/`).
+pub const CHECKER_FILES: &[(&str, &str)] = &[
+    ("lifetime.py", include_str!("../harness/lifetime.py")),
+    ("checker.py", include_str!("../harness/checker.py")),
+];
 
 /// How every trial is run.
 #[derive(Copy, Clone, Debug)]
@@ -42,6 +49,50 @@ pub struct TrialsLine {
     pub corrupted: Option<Vec<u64>>,
     #[serde(default)]
     pub error: Option<String>,
+}
+
+/// A hazard the lifetime checker saw, as it reports it.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct CheckerReport {
+    pub code: String,
+    pub message: String,
+    #[serde(default)]
+    pub stacks: Vec<CheckerStack>,
+}
+
+/// Where in the program one side of a checker report happened.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct CheckerStack {
+    /// `freed`, `last used`, `record_stream`, `host access`, `copy`.
+    pub label: String,
+    /// Outermost first.
+    pub frames: Vec<CheckerFrame>,
+}
+
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct CheckerFrame {
+    pub file: String,
+    pub line: u32,
+    pub function: String,
+}
+
+/// One case's trials under the lifetime checker, as the harness reports them.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+struct CheckLine {
+    #[serde(default)]
+    reports: Vec<CheckerReport>,
+    #[serde(default)]
+    slowdown: Option<f64>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// What the lifetime checker made of one case.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Checked {
+    pub reports: Vec<CheckerReport>,
+    /// A trial's time with the checker over its time without.
+    pub slowdown: f64,
 }
 
 /// One case's sanitized trial, as the harness reports it.
@@ -77,20 +128,15 @@ pub struct Harness {
 impl Harness {
     /// Write the harness to a new temporary folder; it runs with `python`.
     pub fn install(python: &Path) -> std::io::Result<Harness> {
-        let unique = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or_default();
-        let dir = std::env::temp_dir().join(format!(
-            "streamlint-harness-{}-{unique}",
-            std::process::id()
-        ));
-        std::fs::create_dir_all(&dir)?;
+        let dir = fresh_folder("streamlint-harness")?;
         let harness = Harness {
             dir,
             python: python.to_path_buf(),
         };
         std::fs::write(harness.script(), HARNESS)?;
+        for (name, text) in CHECKER_FILES {
+            std::fs::write(harness.dir.join(name), text)?;
+        }
         Ok(harness)
     }
 
@@ -211,10 +257,73 @@ impl Harness {
     }
 }
 
+impl Harness {
+    /// Run every case in `cases` in one fresh process: trials without the lifetime checker,
+    /// then with it. Each case's result, in the order of `cases`; a case the harness never
+    /// reported on has the reason.
+    pub fn check(&self, cases: &[PathBuf], params: Params) -> Vec<Result<Checked, String>> {
+        let mut args = vec![
+            "check".to_string(),
+            format!("--elements={}", params.elements),
+            format!("--cycles={}", params.cycles),
+        ];
+        args.extend(cases.iter().map(|c| c.display().to_string()));
+        let limit = Duration::from_secs(120 + 10 * cases.len() as u64);
+        let mut seen: Vec<(String, CheckLine)> = Vec::new();
+        let result = self.run(&args, false, limit, &mut |line| {
+            if let (Some(case), Some(checked)) = (
+                lines::<CaseName>(line).pop(),
+                lines::<CheckLine>(line).pop(),
+            ) {
+                seen.push((case.case, checked));
+            }
+        });
+        let problem = match &result {
+            Err(e) => e.clone(),
+            Ok(done) => stopped(done),
+        };
+        cases
+            .iter()
+            .map(|case| {
+                let line = seen.iter().find(|(c, _)| Path::new(c) == case);
+                match line.map(|(_, l)| l.clone()) {
+                    Some(CheckLine {
+                        error: Some(error), ..
+                    }) => Err(error),
+                    Some(CheckLine {
+                        reports,
+                        slowdown: Some(slowdown),
+                        ..
+                    }) => Ok(Checked { reports, slowdown }),
+                    Some(_) => Err("the harness reported no timing".into()),
+                    None => Err(problem.clone()),
+                }
+            })
+            .collect()
+    }
+}
+
+/// The case a harness line is about.
+#[derive(Deserialize)]
+struct CaseName {
+    case: String,
+}
+
 impl Drop for Harness {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A new empty folder under the system's temporary folder, named for this process and moment.
+pub(crate) fn fresh_folder(prefix: &str) -> std::io::Result<PathBuf> {
+    let unique = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let dir = std::env::temp_dir().join(format!("{prefix}-{}-{unique}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    Ok(dir)
 }
 
 /// Why a harness process stopped before reporting everything.
@@ -274,6 +383,33 @@ Warning: something a library printed\n\
         );
     }
 
+    /// The lifetime checker's bookkeeping passes its own tests: recorded event sequences, in
+    /// plain Python (no PyTorch, no GPU).
+    #[test]
+    fn the_checker_bookkeeping_passes_its_tests() {
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("harness/test_lifetime.py");
+        let out = Command::new("python3")
+            .arg(&script)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .output()
+            .expect("python3 runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn a_checked_trial_gives_its_reports_and_slowdown() {
+        let line = lines::<CheckLine>(
+            "{\"case\": \"c.py\", \"reports\": [{\"code\": \"SL001\", \"message\": \"m\", \"stacks\": [{\"label\": \"freed\", \"frames\": [{\"file\": \"c.py\", \"line\": 9, \"function\": \"case\"}]}]}], \"slowdown\": 1.5}\n",
+        );
+        assert_eq!(line[0].reports[0].code, "SL001");
+        assert_eq!(line[0].reports[0].stacks[0].frames[0].line, 9);
+        assert_eq!(line[0].slowdown, Some(1.5));
+    }
+
     #[test]
     fn a_sanitized_trial_is_detected_by_reports_or_by_the_raise() {
         let line = lines::<SanitizeLine>("{\"case\": \"c.py\", \"raised\": true}\n");
@@ -302,6 +438,9 @@ Warning: something a library printed\n\
         let h = Harness::install(Path::new("python3")).unwrap();
         let dir = h.dir.clone();
         assert_eq!(std::fs::read_to_string(h.script()).unwrap(), HARNESS);
+        for (name, text) in CHECKER_FILES {
+            assert_eq!(std::fs::read_to_string(dir.join(name)).unwrap(), *text);
+        }
         drop(h);
         assert!(!dir.exists());
     }
@@ -420,6 +559,28 @@ def full(shape, value, device=None):
         assert_eq!(lines[0].corrupted.as_deref(), Some(&[10, 11][..]));
         let error = lines[1].error.as_deref().unwrap();
         assert!(error.starts_with("ValueError: no GPU here"), "{error}");
+    }
+
+    /// Under a PyTorch without the GPU trace hooks the checker is built on, every case gets a
+    /// clear error; a case that fails on its own keeps its own error, in the cases' order.
+    #[test]
+    fn the_checker_says_why_it_cannot_start() {
+        let stub = Stub::new("check");
+        let quiet = stub.case("good_runtime_quiet", "def case(harness):\n    return 0\n");
+        let broken = stub.case(
+            "good_runtime_broken",
+            "def case(harness):\n    return 1 / 0\n",
+        );
+        let h = Harness::install(&stub.dir.join("python")).unwrap();
+        let results = h.check(&[broken, quiet], PARAMS);
+        assert_eq!(results.len(), 2);
+        let first = results[0].as_ref().unwrap_err();
+        assert!(first.starts_with("ZeroDivisionError"), "{first}");
+        let second = results[1].as_ref().unwrap_err();
+        assert!(
+            second.starts_with("the lifetime checker cannot start: ModuleNotFoundError"),
+            "{second}"
+        );
     }
 
     /// A case the sanitizer stops: its report on stderr is read, and the raise is seen.

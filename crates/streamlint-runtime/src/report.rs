@@ -64,8 +64,24 @@ pub struct SanitizerResult {
     pub error: Option<String>,
 }
 
+/// What streamlint's lifetime checker made of a Python case.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CheckerResult {
+    /// It reported a hazard.
+    pub reported: bool,
+    /// The rule codes of its reports, sorted, each once.
+    pub codes: Vec<String>,
+    /// A trial's time with the checker over its time without.
+    pub slowdown: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The rules whose hazards the lifetime checker sees at run time (the sanitizer sees none).
+pub const CHECKER_RULES: &[&str] = &["SL001", "SL002", "SL004", "SL007"];
+
 /// One row of the matrix.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CaseResult {
     pub language: Language,
     pub rule: String,
@@ -76,6 +92,9 @@ pub struct CaseResult {
     pub gpu: GpuResult,
     /// `null` for Rust cases (the sanitizer is PyTorch's).
     pub sanitizer: Option<SanitizerResult>,
+    /// `null` for Rust cases (the checker watches PyTorch).
+    #[serde(default)]
+    pub checker: Option<CheckerResult>,
 }
 
 impl CaseResult {
@@ -84,6 +103,17 @@ impl CaseResult {
     pub fn as_expected(&self) -> bool {
         if self.gpu.error.is_some() || self.gpu.trials == 0 {
             return false;
+        }
+        // The lifetime checker is silent on a good case, and reports a bad case of a rule it
+        // sees.
+        if let Some(checker) = &self.checker {
+            let fits = match self.variant {
+                Variant::Bad => checker.reported || !CHECKER_RULES.contains(&self.rule.as_str()),
+                Variant::Good => !checker.reported,
+            };
+            if checker.error.is_some() || !fits {
+                return false;
+            }
         }
         match self.variant {
             Variant::Bad => {
@@ -96,7 +126,7 @@ impl CaseResult {
 }
 
 /// The whole matrix.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Validation {
     pub environment: Environment,
     pub cases: Vec<CaseResult>,
@@ -120,9 +150,12 @@ impl Validation {
              A bad case has the hazard its rule describes; its good twin is the same code with the fix. \
              Each variant runs warm-up trials, then the counted trials; a trial is corrupted when any element \
              comes out wrong after a full synchronize. The Python cases also run once, in a fresh process, \
-             under PyTorch's CUDA sanitizer (`TORCH_CUDA_SANITIZER=1`). A row is as expected when a bad case \
-             is flagged with its rule and corrupts data in most trials, and a good case has no finding and \
-             never corrupts.\n\n",
+             under PyTorch's CUDA sanitizer (`TORCH_CUDA_SANITIZER=1`), and once more, in another fresh \
+             process, under streamlint's lifetime checker (`validate --run` uses it too), whose slowdown is a \
+             trial's time with it over its time without. A row is as expected when a bad case is flagged \
+             with its rule and corrupts data in most trials (and, for SL001, SL002, SL004 and SL007, the \
+             checker reports it), and a good case has no finding, never corrupts and the checker reports \
+             nothing.\n\n",
         );
         let _ = write!(
             out,
@@ -136,8 +169,8 @@ impl Validation {
             e.command.replace('|', "\\|"),
         );
         out.push_str(
-            "| language | rule | case | variant | static findings | corrupted trials | most corrupted elements | sanitizer | as expected |\n\
-             |---|---|---|---|---|---|---|---|---|\n",
+            "| language | rule | case | variant | static findings | corrupted trials | most corrupted elements | sanitizer | lifetime checker | as expected |\n\
+             |---|---|---|---|---|---|---|---|---|---|\n",
         );
         for c in &self.cases {
             let findings = if c.static_findings.is_empty() {
@@ -155,9 +188,17 @@ impl Validation {
                 Some(s) if s.detected => "race reported".to_string(),
                 Some(_) => "nothing reported".to_string(),
             };
+            let checker = match &c.checker {
+                None => "n/a".to_string(),
+                Some(CheckerResult { error: Some(e), .. }) => format!("error: {}", cell(e)),
+                Some(k) if k.reported => {
+                    format!("{} ({:.2}x)", k.codes.join(", "), k.slowdown)
+                }
+                Some(k) => format!("nothing reported ({:.2}x)", k.slowdown),
+            };
             let _ = writeln!(
                 out,
-                "| {} | {} | `{}` | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | `{}` | {} | {} | {} | {} | {} | {} | {} |",
                 c.language,
                 c.rule,
                 c.case,
@@ -166,6 +207,7 @@ impl Validation {
                 corrupted,
                 c.gpu.max_corrupted_elements,
                 sanitizer,
+                checker,
                 if c.as_expected() { "yes" } else { "**no**" },
             );
         }
@@ -200,6 +242,15 @@ mod tests {
             gpu: GpuResult::from_counts(counts),
             sanitizer: Some(SanitizerResult {
                 detected: false,
+                error: None,
+            }),
+            checker: Some(CheckerResult {
+                reported: variant == Variant::Bad,
+                codes: match variant {
+                    Variant::Bad => vec!["SL001".into()],
+                    Variant::Good => Vec::new(),
+                },
+                slowdown: 1.25,
                 error: None,
             }),
         }
@@ -248,6 +299,25 @@ mod tests {
         assert!(!failed.as_expected());
     }
 
+    /// The lifetime checker must report a bad case of a rule it sees, and stay silent on a
+    /// good case; it does not judge rules it cannot see.
+    #[test]
+    fn the_checker_reports_what_it_sees_and_nothing_on_good_cases() {
+        let mut missed = row(Variant::Bad, &["SL001"], &[5, 5]);
+        missed.checker.as_mut().unwrap().reported = false;
+        assert!(!missed.as_expected());
+        let mut sl003 = missed.clone();
+        sl003.rule = "SL003".into();
+        sl003.static_findings = vec!["SL003".into()];
+        assert!(sl003.as_expected());
+        let mut noisy = row(Variant::Good, &[], &[0, 0]);
+        noisy.checker.as_mut().unwrap().reported = true;
+        assert!(!noisy.as_expected());
+        let mut failed = row(Variant::Good, &[], &[0, 0]);
+        failed.checker.as_mut().unwrap().error = Some("ImportError".into());
+        assert!(!failed.as_expected());
+    }
+
     /// The JSON has exactly the documented shape, and reads back.
     #[test]
     fn the_json_has_the_documented_shape() {
@@ -255,6 +325,7 @@ mod tests {
         rust.language = Language::Rust;
         rust.rule = "SL010".into();
         rust.sanitizer = None;
+        rust.checker = None;
         let v = Validation {
             environment: environment(),
             cases: vec![row(Variant::Good, &[], &[0, 0]), rust],
@@ -275,6 +346,7 @@ mod tests {
             keys(first),
             [
                 "case",
+                "checker",
                 "gpu",
                 "language",
                 "rule",
@@ -283,6 +355,11 @@ mod tests {
                 "variant"
             ]
         );
+        assert_eq!(
+            first["checker"],
+            serde_json::json!({"reported": false, "codes": [], "slowdown": 1.25})
+        );
+        assert_eq!(value["cases"][1]["checker"], serde_json::Value::Null);
         assert_eq!(first["language"], "python");
         assert_eq!(first["variant"], "good");
         assert_eq!(
@@ -316,10 +393,10 @@ mod tests {
         assert!(md.contains("| GPU | NVIDIA H200 |\n"));
         assert!(md.contains("| command | `streamlint validate --trials 3` |\n"));
         assert!(md.contains(
-            "| python | SL001 | `side_features_del` | bad | SL001 | 2 / 2 | 4194304 | nothing reported | yes |\n"
+            "| python | SL001 | `side_features_del` | bad | SL001 | 2 / 2 | 4194304 | nothing reported | SL001 (1.25x) | yes |\n"
         ));
         assert!(md.contains(
-            "| python | SL001 | `side_features_del` | good | none | 0 / 2 | 0 | nothing reported | yes |\n"
+            "| python | SL001 | `side_features_del` | good | none | 0 / 2 | 0 | nothing reported | nothing reported (1.25x) | yes |\n"
         ));
         assert!(md.contains("| error: RuntimeError: CUDA error \\| line next | 0 |"));
         assert!(md.contains("| **no** |\n"));

@@ -1,14 +1,18 @@
 //! `streamlint validate --run -- COMMAND`: run a user's program under PyTorch's CUDA sanitizer
-//! and set what it reports against streamlint's findings in the program's files.
+//! and streamlint's lifetime checker, and set what they report against streamlint's findings in
+//! the program's files.
 //!
 //! The program's files are the `.py` files named on the command line and every file under the
-//! current folder (outside `site-packages`) that a report's stack traces pass through. Only
-//! rules whose hazard is a race between streams can be seen by the sanitizer; a finding of one
-//! of them is *confirmed at run time* when a report has a frame on one of its lines (where the
-//! hazard becomes real, or one of its labels: the producer, the allocation, the missing edge),
-//! or when the racing access of a report happens in the finding's function (a wait placed
-//! before its record is reported by the sanitizer at the read it failed to order). Every other
-//! finding is *not observed*; a report that confirms no finding is *seen only at run time*.
+//! current folder (outside `site-packages`) that a report's stack traces pass through. The
+//! sanitizer sees races between streams; the lifetime checker sees what the sanitizer cannot:
+//! memory freed while another stream may use it (SL001, SL004), a `record_stream` that does
+//! nothing (SL002), host access to the buffer of a pending `non_blocking` copy (SL007). A finding
+//! is *confirmed at run time* when a report of a check that sees its kind of hazard has a frame on
+//! one of its lines (where the hazard becomes real, or one of its labels: the producer, the
+//! allocation, the missing edge), or, for a race, when the racing access happens in the finding's
+//! function (a wait placed before its record is reported by the sanitizer at the read it failed
+//! to order). Every other finding is *not observed*; a report that confirms no finding is *seen
+//! only at run time*.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -19,12 +23,28 @@ use std::process::Command;
 use streamlint_linter::{check_file, Config, Settings};
 use streamlint_rules::{Finding, LineIndex};
 
+use crate::checker::Installed;
 use crate::process::{self, Stdout};
+use crate::python::{CheckerReport, CheckerStack};
+use crate::report::CHECKER_RULES;
 use crate::sanitizer::{self, Frame, Race};
 
 /// Rules whose hazard PyTorch's sanitizer cannot see: allocator reuse (it forgets a tensor at
 /// deallocation and skips `record_stream`), host-side reads and writes, and stream setup.
 const INVISIBLE_TO_SANITIZER: &[&str] = &["SL001", "SL002", "SL007", "SL008", "SL009"];
+
+/// The lifetime checker's codes for one kind of hazard: a free under a consumer is SL001, or
+/// SL004 when the block came from a transfer, whichever the static rule called it.
+fn same_hazard(checker_code: &str, finding_code: &str) -> bool {
+    fn family(code: &str) -> &str {
+        if code == "SL004" {
+            "SL001"
+        } else {
+            code
+        }
+    }
+    family(checker_code) == family(finding_code)
+}
 
 /// Run `command` and report; the exit code is 2 when it cannot be started, 1 when there are
 /// findings or races, 0 otherwise.
@@ -45,8 +65,16 @@ pub fn run_program(
             return Ok(2);
         }
     };
+    let checker = match Installed::new() {
+        Ok(c) => c,
+        Err(e) => {
+            writeln!(stderr, "error: cannot write the lifetime checker: {e}")?;
+            return Ok(2);
+        }
+    };
     let mut child = Command::new(program);
     child.args(rest).env("TORCH_CUDA_SANITIZER", "1");
+    checker.apply(&mut child);
     let mut echo_failed = None;
     let finished = process::run(
         &mut child,
@@ -73,7 +101,8 @@ pub fn run_program(
         return Err(e);
     }
     let races = sanitizer::parse(&finished.stderr);
-    let files = program_files(command, &races, &cwd);
+    let reports = checker.reports();
+    let files = program_files(command, &races, &reports, &cwd);
     let mut findings = Vec::new();
     for file in &files {
         let report = check_file(file, &settings);
@@ -82,7 +111,7 @@ pub fn run_program(
             findings.push(Located::new(file, &report.source, f, &index));
         }
     }
-    let outcome = Outcome::new(&findings, &races, &cwd);
+    let outcome = Outcome::new(&findings, &races, &reports, &cwd);
     write!(stdout, "{}", outcome.render(&cwd))?;
     let status = match finished.status.and_then(|s| s.code()) {
         Some(0) => "the program exited normally".to_string(),
@@ -94,13 +123,15 @@ pub fn run_program(
         "{} confirmed at run time, {} not observed, {} seen only at run time; {status}",
         outcome.confirmed.len(),
         outcome.not_observed.len(),
-        outcome.runtime_only.len()
+        outcome.runtime_only.len() + outcome.checker_only.len()
     )?;
-    Ok(if findings.is_empty() && races.is_empty() {
-        0
-    } else {
-        1
-    })
+    Ok(
+        if findings.is_empty() && races.is_empty() && reports.is_empty() {
+            0
+        } else {
+            1
+        },
+    )
 }
 
 /// A finding with the lines it is about.
@@ -140,6 +171,14 @@ impl Located {
     /// Can the sanitizer see this finding's hazard?
     fn observable(&self) -> bool {
         !INVISIBLE_TO_SANITIZER.contains(&self.code)
+    }
+
+    /// Does the lifetime checker's `report` show this finding's hazard?
+    fn confirmed_by_checker(&self, report: &CheckerReport, cwd: &Path) -> bool {
+        same_hazard(&report.code, self.code)
+            && checker_frames(report).any(|fr| {
+                self.lines.contains(&(fr.line as usize)) && same_file(&fr.file, &self.file, cwd)
+            })
     }
 
     /// Does `race` show this finding's hazard?
@@ -192,28 +231,70 @@ fn short_name(name: &str) -> &str {
     name.rsplit('.').next().unwrap_or(name)
 }
 
+/// A lifetime checker stack's frames, as the sanitizer's frames are read.
+fn as_frames(stack: &CheckerStack) -> Vec<Frame> {
+    stack
+        .frames
+        .iter()
+        .map(|f| Frame {
+            file: f.file.clone(),
+            line: f.line,
+            function: f.function.clone(),
+        })
+        .collect()
+}
+
+/// Every frame of a lifetime checker report.
+fn checker_frames(report: &CheckerReport) -> impl Iterator<Item = Frame> + '_ {
+    report.stacks.iter().flat_map(as_frames)
+}
+
 /// The three verdicts.
 struct Outcome<'a> {
     confirmed: Vec<&'a Located>,
     not_observed: Vec<&'a Located>,
     /// Each race with the program frame it is shown at.
     runtime_only: Vec<(&'a Race, Frame)>,
+    /// Each lifetime checker report that confirms no finding, with the program frame it is
+    /// shown at (the innermost of its first stack that has one: the free, the host access).
+    checker_only: Vec<(&'a CheckerReport, Frame)>,
 }
 
 impl<'a> Outcome<'a> {
-    fn new(findings: &'a [Located], races: &'a [Race], cwd: &Path) -> Outcome<'a> {
-        let (confirmed, not_observed) = findings
-            .iter()
-            .partition(|f| races.iter().any(|r| f.confirmed_by(r, cwd)));
+    fn new(
+        findings: &'a [Located],
+        races: &'a [Race],
+        reports: &'a [CheckerReport],
+        cwd: &Path,
+    ) -> Outcome<'a> {
+        let confirmed_by = |f: &Located| {
+            races.iter().any(|r| f.confirmed_by(r, cwd))
+                || reports.iter().any(|r| f.confirmed_by_checker(r, cwd))
+        };
+        let (confirmed, not_observed) = findings.iter().partition(|f| confirmed_by(f));
         let runtime_only = races
             .iter()
             .filter(|r| !findings.iter().any(|f| f.confirmed_by(r, cwd)))
             .filter_map(|r| program_frame(r, cwd).map(|fr| (r, fr)))
             .collect();
+        let checker_only = reports
+            .iter()
+            .filter(|r| !findings.iter().any(|f| f.confirmed_by_checker(r, cwd)))
+            .filter_map(|r| {
+                // The first stack with a place in the program: a free on autograd's thread has
+                // none, the use or the allocation before it has.
+                let at = r.stacks.iter().find_map(|stack| {
+                    let frames = as_frames(stack);
+                    program_frames(&frames, cwd).last().map(|f| (*f).clone())
+                })?;
+                Some((r, at))
+            })
+            .collect();
         Outcome {
             confirmed,
             not_observed,
             runtime_only,
+            checker_only,
         }
     }
 
@@ -231,8 +312,10 @@ impl<'a> Outcome<'a> {
             ));
         }
         for f in &self.not_observed {
-            let why = if !f.observable() {
-                "the sanitizer cannot see this kind of hazard"
+            let why = if CHECKER_RULES.contains(&f.code) {
+                "the lifetime checker saw no such hazard here; the path may not have run"
+            } else if !f.observable() {
+                "no run-time check can see this kind of hazard"
             } else {
                 "no race was reported here; the path may not have run"
             };
@@ -261,6 +344,15 @@ impl<'a> Outcome<'a> {
                 race.previous.kind,
                 race.previous.stream,
                 operator_name(&race.previous.operator),
+            ));
+        }
+        for (report, at) in &self.checker_only {
+            out.push_str(&format!(
+                "{}:{}: {} seen only at run time: {}\n",
+                shown(&resolve(&at.file, cwd)),
+                at.line,
+                report.code,
+                report.message
             ));
         }
         out
@@ -311,7 +403,12 @@ fn program_frame(race: &Race, cwd: &Path) -> Option<Frame> {
 }
 
 /// The `.py` files named in the command, and the program files the reports pass through.
-fn program_files(command: &[OsString], races: &[Race], cwd: &Path) -> Vec<PathBuf> {
+fn program_files(
+    command: &[OsString],
+    races: &[Race],
+    reports: &[CheckerReport],
+    cwd: &Path,
+) -> Vec<PathBuf> {
     let named = command
         .iter()
         .map(|a| a.to_string_lossy().into_owned())
@@ -320,7 +417,8 @@ fn program_files(command: &[OsString], races: &[Race], cwd: &Path) -> Vec<PathBu
         .filter(|p| p.is_file());
     let traced = races
         .iter()
-        .flat_map(Race::frames)
+        .flat_map(|r| r.frames().cloned().collect::<Vec<_>>())
+        .chain(reports.iter().flat_map(checker_frames))
         .map(|fr| resolve(&fr.file, cwd))
         .filter(|p| is_program_file(p, cwd));
     let set: BTreeSet<PathBuf> = named.chain(traced).collect();
@@ -433,7 +531,7 @@ step(4)
         let mut text = report((17, "step"), (16, "step"));
         text.push_str(&report((26, "log_stats"), (14, "step")));
         let races = sanitizer::parse(&text);
-        let outcome = Outcome::new(&found, &races, &p.dir);
+        let outcome = Outcome::new(&found, &races, &[], &p.dir);
         let confirmed: Vec<&str> = outcome.confirmed.iter().map(|f| f.code).collect();
         assert_eq!(confirmed, ["SL003"]);
         assert!(outcome.not_observed.iter().all(|f| f.code == "SL001"));
@@ -444,12 +542,53 @@ step(4)
             "{shown}"
         );
         assert!(
-            shown.contains("train.py:18:5: SL001 not observed at run time (the sanitizer cannot see this kind of hazard): "),
+            shown.contains("train.py:18:5: SL001 not observed at run time (the lifetime checker saw no such hazard here; the path may not have run): "),
             "{shown}"
         );
         assert!(
             shown.contains("train.py:26: race seen only at run time (tensor data pointer 1): reading from argument(s) self on stream 7 (aten::mul.Tensor) is not ordered after writing to argument(s) self, and to the output on stream 9 (aten::fill_.Scalar) at train.py:14\n"),
             "{shown}"
+        );
+    }
+
+    /// A lifetime checker report of the free at line 18 (or of the hazard's family: SL004 is a
+    /// free under a consumer too) confirms the SL001 there; one of another kind, or at a line no
+    /// finding names (19), is seen only at run time, shown at its free.
+    #[test]
+    fn lifetime_checker_reports_confirm_frees_and_others_are_runtime_only() {
+        let p = Project::new("checker");
+        let found = findings(&p);
+        let file = p.dir.join("train.py").display().to_string();
+        let report = |code: &str, freed: u32| -> CheckerReport {
+            let text = format!(
+                "{{\"code\": \"{code}\", \"message\": \"memory is freed while another stream may use it\", \"stacks\": [{{\"label\": \"freed\", \"frames\": [{{\"file\": \"{file}\", \"line\": 29, \"function\": \"<module>\"}}, {{\"file\": \"{file}\", \"line\": {freed}, \"function\": \"step\"}}]}}]}}"
+            );
+            serde_json::from_str(&text).unwrap()
+        };
+        for code in ["SL001", "SL004"] {
+            let reports = [report(code, 18)];
+            let outcome = Outcome::new(&found, &[], &reports, &p.dir);
+            let confirmed: Vec<&str> = outcome.confirmed.iter().map(|f| f.code).collect();
+            assert_eq!(confirmed, ["SL001"], "{code}");
+            assert!(outcome.checker_only.is_empty());
+            let shown = outcome.render(&p.dir);
+            assert!(
+                shown.contains("train.py:18:5: SL001 confirmed at run time: "),
+                "{shown}"
+            );
+        }
+        let reports = [report("SL002", 18), report("SL001", 19)];
+        let outcome = Outcome::new(&found, &[], &reports, &p.dir);
+        assert!(outcome.confirmed.is_empty());
+        assert_eq!(outcome.checker_only.len(), 2);
+        let shown = outcome.render(&p.dir);
+        assert!(
+            shown.contains("train.py:19: SL001 seen only at run time: memory is freed while another stream may use it\n"),
+            "{shown}"
+        );
+        assert_eq!(
+            program_files(&[], &[], &reports, &p.dir),
+            [p.dir.join("train.py")]
         );
     }
 
@@ -460,11 +599,11 @@ step(4)
         let p = Project::new("function");
         let found = findings(&p);
         let races = sanitizer::parse(&report((20, "step"), (19, "step")));
-        let outcome = Outcome::new(&found, &races, &p.dir);
+        let outcome = Outcome::new(&found, &races, &[], &p.dir);
         assert!(outcome.confirmed.iter().any(|f| f.code == "SL003"));
         assert!(outcome.runtime_only.is_empty());
         let elsewhere = sanitizer::parse(&report((26, "log_stats"), (26, "log_stats")));
-        let outcome = Outcome::new(&found, &elsewhere, &p.dir);
+        let outcome = Outcome::new(&found, &elsewhere, &[], &p.dir);
         assert!(outcome.confirmed.is_empty());
         assert_eq!(outcome.runtime_only.len(), 1);
     }
@@ -490,11 +629,14 @@ step(4)
         let races = sanitizer::parse(&report((17, "step"), (16, "step")));
         let command = ["python".into(), "-u".into(), "train.py".into()];
         assert_eq!(
-            program_files(&command, &races, &p.dir),
+            program_files(&command, &races, &[], &p.dir),
             [p.dir.join("train.py")]
         );
-        assert_eq!(program_files(&[], &races, &p.dir), [p.dir.join("train.py")]);
-        let none = program_files(&["python".into(), "missing.py".into()], &[], &p.dir);
+        assert_eq!(
+            program_files(&[], &races, &[], &p.dir),
+            [p.dir.join("train.py")]
+        );
+        let none = program_files(&["python".into(), "missing.py".into()], &[], &[], &p.dir);
         assert!(none.is_empty());
         let installed = Path::new("/usr/lib/python3/site-packages/torch/cuda/_sanitizer.py");
         assert!(!is_program_file(installed, &p.dir));

@@ -9,7 +9,9 @@ use crate::device::{self, Gpu, NoGpu};
 use crate::environment;
 use crate::kit::Kernels;
 use crate::python::{Harness, Params};
-use crate::report::{CaseResult, Environment, GpuResult, SanitizerResult, Validation};
+use crate::report::{
+    CaseResult, CheckerResult, Environment, GpuResult, SanitizerResult, Validation,
+};
 use crate::rust_cases::RUST_CASES;
 use crate::rust_runs::Runner;
 use crate::verdict::static_findings;
@@ -198,6 +200,7 @@ fn run_rust(
             static_findings: static_findings(Path::new(case.path()), case.source),
             gpu: gpu_result,
             sanitizer: None,
+            checker: None,
             language: id.language,
             rule: id.rule,
             case: id.name,
@@ -236,6 +239,7 @@ fn run_python(
     if let Some(p) = &problem {
         writeln!(stderr, "error: {p}")?;
     }
+    let mut checked = harness.check(&files, params).into_iter();
     let mut results = Vec::new();
     for case in cases {
         let reported = lines.iter().find(|l| Path::new(&l.case) == case.file);
@@ -267,6 +271,21 @@ fn run_python(
                 (None, false) => "reported nothing".into(),
             }
         )?;
+        let checker = checker_result(
+            checked
+                .next()
+                .unwrap_or_else(|| Err("the harness did not check it".into())),
+        );
+        writeln!(
+            stderr,
+            "{}: lifetime checker {}",
+            case.id,
+            match (&checker.error, checker.reported) {
+                (Some(e), _) => format!("failed: {e}"),
+                (None, true) => format!("reported {}", checker.codes.join(", ")),
+                (None, false) => "reported nothing".into(),
+            }
+        )?;
         results.push(CaseResult {
             language: case.id.language,
             rule: case.id.rule.clone(),
@@ -275,9 +294,33 @@ fn run_python(
             static_findings: static_findings(&case.id.path(), &case.text),
             gpu,
             sanitizer: Some(sanitizer),
+            checker: Some(checker),
         });
     }
     Ok(results)
+}
+
+/// The matrix's view of a checked case: whether it reported, and which rules.
+fn checker_result(checked: Result<crate::python::Checked, String>) -> CheckerResult {
+    match checked {
+        Ok(c) => {
+            let mut codes: Vec<String> = c.reports.into_iter().map(|r| r.code).collect();
+            codes.sort();
+            codes.dedup();
+            CheckerResult {
+                reported: !codes.is_empty(),
+                codes,
+                slowdown: c.slowdown,
+                error: None,
+            }
+        }
+        Err(e) => CheckerResult {
+            reported: false,
+            codes: Vec::new(),
+            slowdown: 0.0,
+            error: Some(e),
+        },
+    }
 }
 
 fn gpu_result(corrupted: Option<&[u64]>, error: Option<String>) -> GpuResult {
