@@ -33,17 +33,31 @@ _TRANSFERS = {aten._to_copy.default, aten.copy_.default}
 _SCALAR_READS = {aten._local_scalar_dense.default}
 
 
+# Per file name: is it the program's (not PyTorch's, not this checker's, not generated)?
+_PROGRAM_FILES = {}
+
+
+def _of_the_program(path):
+    mine = _PROGRAM_FILES.get(path)
+    if mine is None:
+        # `a/../b` is `b`: a case under `harness/../fixtures` is the program's, not ours.
+        where = os.path.normpath(path)
+        mine = not (
+            where.startswith(_TORCH_DIR) or where.startswith(_HERE) or path.startswith("<")
+        )
+        _PROGRAM_FILES[path] = mine
+    return mine
+
+
 def _stack(skip=2):
     """Where the program is: its innermost frames outside PyTorch and this checker, outermost
     first, as (file, line, function)."""
     frames = []
     frame = sys._getframe(skip)
     while frame is not None and len(frames) < _DEPTH:
-        path = frame.f_code.co_filename
-        # `a/../b` is `b`: a case under `harness/../fixtures` is the program's, not ours.
-        where = os.path.normpath(path)
-        if not (where.startswith(_TORCH_DIR) or where.startswith(_HERE) or path.startswith("<")):
-            frames.append((path, frame.f_lineno, frame.f_code.co_name))
+        code = frame.f_code
+        if _of_the_program(code.co_filename):
+            frames.append((code.co_filename, frame.f_lineno, code.co_name))
         frame = frame.f_back
     frames.reverse()
     return frames
