@@ -17,6 +17,8 @@ Commands, each printing one JSON object per line on stdout:
                           sanitizer watches it from `import torch` on
   check FILE...           trials of every case without, then with streamlint's lifetime checker
                           (`checker.py`): what it reports, and how much slower a trial ran
+  cost                    a training step (correct stream code: a side-stream prefetch that records
+                          the consumer), timed without, then with the lifetime checker
 """
 
 import argparse
@@ -159,6 +161,59 @@ def run_checked(args):
         emit({"case": path, "reports": reports, "slowdown": checked / plain[path]})
 
 
+def training_step(width=1024, batch=512, depth=6):
+    """A training step with correct stream code: an MLP with AdamW whose next batch is
+    prefetched on a side stream (waited for, and recorded for the current stream). Returns
+    `run(steps)`, which times that many steps."""
+    torch.manual_seed(0)
+    layers = []
+    for _ in range(depth):
+        layers += [torch.nn.Linear(width, width), torch.nn.GELU()]
+    model = torch.nn.Sequential(*layers).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    copy = torch.cuda.Stream()
+    hosts = [torch.randn(batch, width).pin_memory() for _ in range(2)]
+
+    def prefetch(step):
+        with torch.cuda.stream(copy):
+            return hosts[step % 2].cuda(non_blocking=True)
+
+    def run(steps):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        batch_now = prefetch(0)
+        for step in range(steps):
+            torch.cuda.current_stream().wait_stream(copy)
+            batch_now.record_stream(torch.cuda.current_stream())
+            x, batch_now = batch_now, prefetch(step + 1)
+            loss = model(x).square().mean()
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        torch.cuda.synchronize()
+        return time.perf_counter() - start
+
+    return run
+
+
+def training_step_cost(args):
+    """The checker's cost on `training_step`: its time without, then with the checker."""
+    try:
+        run = training_step()
+        run(3)  # warm-up
+        plain = run(args.steps)
+        import checker
+
+        watching = checker.install()
+        run(3)
+        checked = run(args.steps)
+    except Exception as error:
+        emit({"error": describe(error)})
+        return
+    reports = [r.to_json() for r in watching.lifetimes.reports]
+    emit({"steps": args.steps, "plain": plain, "checked": checked, "reports": reports})
+
+
 def environment(_args):
     emit(
         {
@@ -173,6 +228,9 @@ def main():
     parser = argparse.ArgumentParser(description="streamlint runtime harness")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("env").set_defaults(run=environment)
+    cost = commands.add_parser("cost")
+    cost.add_argument("--steps", type=int, default=50)
+    cost.set_defaults(run=training_step_cost)
     for name, run in (("trials", run_trials), ("sanitize", run_sanitized), ("check", run_checked)):
         command = commands.add_parser(name)
         command.add_argument("--elements", type=int, required=True)

@@ -303,6 +303,60 @@ impl Harness {
     }
 }
 
+impl Harness {
+    /// The lifetime checker's cost on a training step with correct stream code (see the
+    /// harness's `cost`): its time over `steps` steps without and with the checker.
+    pub fn training_step_cost(&self, steps: u32) -> Result<TrainingStep, String> {
+        let args = ["cost".to_string(), format!("--steps={steps}")];
+        let done = self.run(&args, false, Duration::from_secs(300), &mut |_| {})?;
+        let Some(line) = lines::<CostLine>(&done.stdout).pop() else {
+            return Err(stopped(&done));
+        };
+        match line {
+            CostLine {
+                error: Some(error), ..
+            } => Err(error),
+            CostLine {
+                plain: Some(plain),
+                checked: Some(checked),
+                reports,
+                ..
+            } => Ok(TrainingStep {
+                steps,
+                plain_seconds: plain,
+                checked_seconds: checked,
+                slowdown: checked / plain,
+                reports: reports.len(),
+            }),
+            _ => Err("the harness reported no timing".into()),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct CostLine {
+    #[serde(default)]
+    plain: Option<f64>,
+    #[serde(default)]
+    checked: Option<f64>,
+    #[serde(default)]
+    reports: Vec<CheckerReport>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+/// The lifetime checker on a training step whose stream code is correct.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, Deserialize)]
+pub struct TrainingStep {
+    pub steps: u32,
+    pub plain_seconds: f64,
+    pub checked_seconds: f64,
+    /// `checked_seconds / plain_seconds`.
+    pub slowdown: f64,
+    /// Hazards it reported there (a correct step: each one would be a false alarm).
+    pub reports: usize,
+}
+
 /// The case a harness line is about.
 #[derive(Deserialize)]
 struct CaseName {
@@ -581,6 +635,15 @@ def full(shape, value, device=None):
             second.starts_with("the lifetime checker cannot start: ModuleNotFoundError"),
             "{second}"
         );
+    }
+
+    /// The training step needs a real PyTorch: under the stand-in it says what failed.
+    #[test]
+    fn the_training_step_cost_says_why_it_failed() {
+        let stub = Stub::new("cost");
+        let h = Harness::install(&stub.dir.join("python")).unwrap();
+        let e = h.training_step_cost(2).unwrap_err();
+        assert!(e.starts_with("AttributeError"), "{e}");
     }
 
     /// A case the sanitizer stops: its report on stderr is read, and the raise is seen.

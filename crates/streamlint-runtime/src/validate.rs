@@ -134,9 +134,24 @@ pub fn validate_cases(
     results.sort_by(|a, b| {
         (a.language, &a.rule, &a.case, a.variant).cmp(&(b.language, &b.rule, &b.case, b.variant))
     });
+    let training_step = match harness.training_step_cost(50) {
+        Ok(t) => {
+            writeln!(
+                stderr,
+                "lifetime checker on a training step: {:.2}x slower, {} reports",
+                t.slowdown, t.reports
+            )?;
+            Some(t)
+        }
+        Err(e) => {
+            writeln!(stderr, "lifetime checker on a training step: failed: {e}")?;
+            None
+        }
+    };
     let validation = Validation {
         environment,
         cases: results,
+        checker_training_step: training_step,
     };
     let markdown = validation.to_markdown();
     write!(stdout, "{markdown}")?;
@@ -155,7 +170,11 @@ pub fn validate_cases(
         json_path.display(),
         md_path.display()
     )?;
-    let all_right = validation.cases.iter().all(CaseResult::as_expected);
+    let all_right = validation.cases.iter().all(CaseResult::as_expected)
+        && validation
+            .checker_training_step
+            .as_ref()
+            .is_some_and(|t| t.reports == 0);
     Ok(if all_right { 0 } else { 1 })
 }
 
