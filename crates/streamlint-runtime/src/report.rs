@@ -270,6 +270,16 @@ mod tests {
         }
     }
 
+    fn training_step() -> TrainingStep {
+        TrainingStep {
+            steps: 50,
+            plain_seconds: 2.0,
+            checked_seconds: 3.0,
+            slowdown: 1.5,
+            reports: 0,
+        }
+    }
+
     fn environment() -> Environment {
         Environment {
             gpu: "NVIDIA H200".into(),
@@ -343,13 +353,7 @@ mod tests {
         let v = Validation {
             environment: environment(),
             cases: vec![row(Variant::Good, &[], &[0, 0]), rust],
-            checker_training_step: Some(TrainingStep {
-                steps: 50,
-                plain_seconds: 2.0,
-                checked_seconds: 3.0,
-                slowdown: 1.5,
-                reports: 0,
-            }),
+            checker_training_step: Some(training_step()),
         };
         let value: serde_json::Value = serde_json::from_str(&v.to_json()).unwrap();
         let keys = |v: &serde_json::Value| -> Vec<String> {
@@ -412,13 +416,7 @@ mod tests {
                 row(Variant::Good, &[], &[0, 0]),
                 failed,
             ],
-            checker_training_step: Some(TrainingStep {
-                steps: 50,
-                plain_seconds: 2.0,
-                checked_seconds: 3.0,
-                slowdown: 1.5,
-                reports: 0,
-            }),
+            checker_training_step: Some(training_step()),
         };
         let md = v.to_markdown();
         assert!(md.starts_with("# GPU validation\n"));
