@@ -3,33 +3,11 @@
 //! on a correct one. pre-commit builds the hook with `cargo install`, as users' machines do.
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 
 mod support;
 
-use support::{python_tools, repo_root, Scratch};
-
-fn git(dir: &Path, args: &[&str]) -> Output {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=streamlint tests",
-            "-c",
-            "user.email=tests@streamlint.invalid",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git runs");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use support::{git, python_tools, repo_root, Scratch};
 
 /// A git repository holding this working tree as it is now (committed or not), so the hook
 /// under test is the code under test.

@@ -154,3 +154,26 @@ fn make_python_tools() -> Result<PathBuf, String> {
     std::fs::write(&stamp, wanted).map_err(|e| e.to_string())?;
     Ok(bin)
 }
+
+/// Run git in `dir` with a test identity; panics with its message when it fails.
+pub fn git(dir: &Path, args: &[&str]) -> std::process::Output {
+    let out = std::process::Command::new("git")
+        .args([
+            "-c",
+            "user.name=streamlint tests",
+            "-c",
+            "user.email=tests@streamlint.invalid",
+            "-c",
+            "commit.gpgsign=false",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git runs");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}

@@ -1,0 +1,190 @@
+//! The Python package: the wheel maturin builds from this working tree installs into a fresh
+//! virtual environment with no Rust toolchain on `PATH`, its `streamlint` command and
+//! `python -m streamlint` work on the fixtures, and the pre-commit configuration of
+//! docs/pre-commit.md (`language: python`, streamlint from a package index) fails on a buggy file
+//! and passes on a correct one, run by the real pre-commit against the local wheel.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+mod support;
+
+use support::{git, python_tools, repo_root, Scratch};
+
+/// The version the wheel carries: the crate's.
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Build the wheel for this platform into `dir` (the release build of the workspace is reused);
+/// its path.
+fn build_wheel(dir: &Path) -> PathBuf {
+    let out = Command::new(python_tools().join("maturin"))
+        .args(["build", "--release", "--quiet", "--out"])
+        .arg(dir)
+        .current_dir(repo_root())
+        .output()
+        .expect("maturin runs");
+    assert!(out.status.success(), "maturin build:\n{}", text(&out));
+    let wheels: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "whl"))
+        .collect();
+    assert_eq!(wheels.len(), 1, "{wheels:?}");
+    wheels[0].clone()
+}
+
+/// A `PATH` of the system's own folders, without the Rust toolchain (`~/.cargo/bin`).
+fn path_without_rust(first: &Path) -> String {
+    let system = ["/usr/local/bin", "/usr/bin", "/bin"];
+    for dir in system {
+        for tool in ["cargo", "rustc"] {
+            assert!(
+                !Path::new(dir).join(tool).exists(),
+                "{dir}/{tool} exists: this machine cannot show an install without Rust"
+            );
+        }
+    }
+    std::iter::once(first.display().to_string())
+        .chain(system.iter().map(|s| s.to_string()))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// Run `program args` in the repository with only `path` to find programs.
+fn run_with_path(path: &str, program: &str, args: &[&str]) -> Output {
+    Command::new(program)
+        .args(args)
+        .current_dir(repo_root())
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", std::env::temp_dir())
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"))
+}
+
+#[test]
+fn the_wheel_installs_without_rust_and_its_pre_commit_hook_works() {
+    let scratch = Scratch::new("wheel");
+    let wheels = scratch.join("wheels");
+    std::fs::create_dir_all(&wheels).unwrap();
+    let wheel = build_wheel(&wheels);
+
+    // A fresh environment; the wheel installs from the file alone.
+    let venv = scratch.join("venv");
+    let made = Command::new("python3")
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", text(&made));
+    let pip = Command::new(venv.join("bin/pip"))
+        .args([
+            "install",
+            "--quiet",
+            "--no-index",
+            "--disable-pip-version-check",
+        ])
+        .arg(&wheel)
+        .output()
+        .unwrap();
+    assert!(pip.status.success(), "{}", text(&pip));
+
+    let path = path_without_rust(&venv.join("bin"));
+    let version = run_with_path(&path, "streamlint", &["--version"]);
+    assert_eq!(text(&version).trim(), format!("streamlint {VERSION}"));
+    let module = run_with_path(&path, "python", &["-m", "streamlint", "--version"]);
+    assert_eq!(text(&module).trim(), format!("streamlint {VERSION}"));
+
+    let bad = "fixtures/python/SL001/bad_runtime_side_features_del.py";
+    let out = run_with_path(
+        &path,
+        "streamlint",
+        &["check", "--isolated", "--output-format", "concise", bad],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains(&format!("{bad}:16:5: SL001")),
+        "{}",
+        text(&out)
+    );
+    let good = "fixtures/python/SL001/good_runtime_side_features_del.py";
+    let out = run_with_path(
+        &path,
+        "python",
+        &["-m", "streamlint", "check", "--isolated", good],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // The documented hook: streamlint installed by pre-commit from a package index (here, the
+    // folder holding the wheel, with the build tools pre-commit's own environment needs), no
+    // Rust anywhere.
+    let fetched = Command::new(python_tools().join("pip"))
+        .args([
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--disable-pip-version-check",
+            "-d",
+        ])
+        .arg(&wheels)
+        .args(["setuptools", "wheel"])
+        .output()
+        .unwrap();
+    assert!(fetched.status.success(), "{}", text(&fetched));
+    let project = scratch.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join(".pre-commit-config.yaml"),
+        format!(
+            "repos:\n  - repo: local\n    hooks:\n      - id: streamlint\n        name: streamlint\n        entry: streamlint check --force-exclude\n        language: python\n        additional_dependencies: [streamlint=={VERSION}]\n        types_or: [python, pyi, rust]\n"
+        ),
+    )
+    .unwrap();
+    let fixture = |rel: &str| std::fs::read_to_string(repo_root().join(rel)).unwrap();
+    std::fs::write(project.join("features.py"), fixture(bad)).unwrap();
+    git(&project, &["init", "-q"]);
+    git(&project, &["add", "-A"]);
+    let pre_commit = || {
+        let tools = python_tools();
+        Command::new(tools.join("pre-commit"))
+            .args(["run", "--all-files", "--color", "never"])
+            .current_dir(&project)
+            .env_clear()
+            .env("PATH", format!("{}:{path}", tools.display()))
+            .env("HOME", scratch.join("home"))
+            .env("PRE_COMMIT_HOME", scratch.join("cache"))
+            .env("PIP_NO_INDEX", "1")
+            .env("PIP_FIND_LINKS", &wheels)
+            .output()
+            .expect("pre-commit runs")
+    };
+    let out = pre_commit();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the buggy file fails:\n{}",
+        text(&out)
+    );
+    let shown = text(&out);
+    assert!(
+        shown.contains("error[SL001]") && shown.contains("features.py:16:5"),
+        "{shown}"
+    );
+    std::fs::write(project.join("features.py"), fixture(good)).unwrap();
+    git(&project, &["add", "-A"]);
+    let out = pre_commit();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "the correct file passes:\n{}",
+        text(&out)
+    );
+}
