@@ -1,8 +1,9 @@
 //! The Python package: the wheel maturin builds from this working tree installs into a fresh
 //! virtual environment with no Rust toolchain on `PATH`, its `streamlint` command and
 //! `python -m streamlint` work on the fixtures, and the pre-commit configuration of
-//! docs/pre-commit.md (`language: python`, streamlint from a package index) fails on a buggy file
-//! and passes on a correct one, run by the real pre-commit against the local wheel.
+//! docs/pre-commit.md (`language: python`, streamlint from a package index), read from that page,
+//! fails on a buggy file and passes on a correct one, run by the real pre-commit against the
+//! local wheel.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -141,13 +142,19 @@ fn the_wheel_installs_without_rust_and_its_pre_commit_hook_works() {
     assert!(fetched.status.success(), "{}", text(&fetched));
     let project = scratch.join("project");
     std::fs::create_dir_all(&project).unwrap();
-    std::fs::write(
-        project.join(".pre-commit-config.yaml"),
-        format!(
-            "repos:\n  - repo: local\n    hooks:\n      - id: streamlint\n        name: streamlint\n        entry: streamlint check --force-exclude\n        language: python\n        additional_dependencies: [streamlint=={VERSION}]\n        types_or: [python, pyi, rust]\n"
-        ),
-    )
-    .unwrap();
+    // The configuration exactly as docs/pre-commit.md gives it (its first YAML block), which
+    // must pin this version.
+    let docs = std::fs::read_to_string(repo_root().join("docs/pre-commit.md")).unwrap();
+    let config = docs
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("docs/pre-commit.md gives a YAML configuration");
+    assert!(
+        config.contains(&format!("streamlint=={VERSION}")),
+        "docs/pre-commit.md pins another version:\n{config}"
+    );
+    std::fs::write(project.join(".pre-commit-config.yaml"), config).unwrap();
     let fixture = |rel: &str| std::fs::read_to_string(repo_root().join(rel)).unwrap();
     std::fs::write(project.join("features.py"), fixture(bad)).unwrap();
     git(&project, &["init", "-q"]);
