@@ -5,7 +5,7 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use streamlint_graph::{Body, Deadline};
@@ -223,36 +223,37 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     }
     let project = Project::new(modules, packages, &settings.api, &settings.python_prefilter);
     // Read again; a file changed since (now unreadable, say) is reported as it is now.
-    let check = |at: usize, lower: &dyn Fn(&Text) -> Lowered| -> Result<Checked, FileReport> {
-        let (path, module) = &to_check[at];
-        let t = match load(path, settings, true) {
-            Loaded::Text(t) => t,
-            Loaded::Done(r) => return Err(r),
-            Loaded::Package(path) => return Err(report(&path, String::new(), Vec::new())),
+    let check =
+        |at: usize, lower: Box<dyn FnOnce(&Text) -> Lowered + '_>| -> Result<Checked, FileReport> {
+            let (path, module) = &to_check[at];
+            let t = match load(path, settings, true) {
+                Loaded::Text(t) => t,
+                Loaded::Done(r) => return Err(r),
+                Loaded::Package(path) => return Err(report(&path, String::new(), Vec::new())),
+            };
+            let mut decided = guarded(settings, || {
+                judge(&t.source, t.language, lower(&t), settings)
+            });
+            let ignored = settings.ignored_here(&t.path);
+            let kept = |f: &Finding| !ignored.iter().any(|p| crate::select::matches(p, f.code));
+            decided.findings.retain(kept);
+            decided.proven.retain(kept);
+            decided.pending.retain(|(f, _)| kept(f));
+            decided.about_callers.retain(|(f, ..)| kept(f));
+            // Only the text of files whose findings will be shown, or that hold blocks or
+            // findings the whole run decides, is kept.
+            let mut t = t;
+            if decided.findings.is_empty()
+                && decided.proven.is_empty()
+                && decided.pending.is_empty()
+                && decided.shared_regions.is_empty()
+                && decided.aliased.is_empty()
+                && decided.about_callers.is_empty()
+            {
+                t.source = String::new();
+            }
+            Ok((t, *module, decided))
         };
-        let mut decided = guarded(settings, || {
-            judge(&t.source, t.language, lower(&t), settings)
-        });
-        let ignored = settings.ignored_here(&t.path);
-        let kept = |f: &Finding| !ignored.iter().any(|p| crate::select::matches(p, f.code));
-        decided.findings.retain(kept);
-        decided.proven.retain(kept);
-        decided.pending.retain(|(f, _)| kept(f));
-        decided.about_callers.retain(|(f, ..)| kept(f));
-        // Only the text of files whose findings will be shown, or that hold blocks or
-        // findings the whole run decides, is kept.
-        let mut t = t;
-        if decided.findings.is_empty()
-            && decided.proven.is_empty()
-            && decided.pending.is_empty()
-            && decided.shared_regions.is_empty()
-            && decided.aliased.is_empty()
-            && decided.about_callers.is_empty()
-        {
-            t.source = String::new();
-        }
-        Ok((t, *module, decided))
-    };
     let (python, rust): (Vec<usize>, Vec<usize>) =
         (0..to_check.len()).partition(|&at| to_check[at].1.is_some());
     // The Rust files are lowered with the crate's types while the Python files, each in its
@@ -269,41 +270,34 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                         let deadline = Deadline::after(settings.file_time_limit);
                         lower_in_project(&project, module, &t.source, deadline)
                     };
-                    (at, check(at, &lower))
+                    (at, check(at, Box::new(lower)))
                 })
                 .collect::<Vec<_>>()
         },
-        || lower_rust_files(&to_check, settings, &crate_structs),
+        || lower_rust_files(&rust, &to_check, settings, &crate_structs),
     );
     // A Rust file was lowered once, and is lowered again only if it calls a function another
     // file of the crate summarizes.
     let callees = crate_summaries.callees();
     let rust_checked: Vec<(usize, Result<Checked, FileReport>)> = rust
-        .par_iter()
+        .into_par_iter()
+        .zip(first_lowerings)
         .with_max_len(1)
-        .map(|&at| {
-            let lower = |t: &Text| {
-                let first = first_lowerings[at]
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .take();
-                match first {
-                    Some(Ok(Ok(f))) if !callees.called_from(&t.source, &f.summaries) => {
-                        Ok(f.bodies)
-                    }
-                    Some(Ok(Err(parse_error))) => Err(parse_error),
-                    Some(Err(panic)) => std::panic::resume_unwind(panic),
-                    _ => streamlint_rust::lower_source_in(
-                        &t.source,
-                        Deadline::after(settings.file_time_limit),
-                        &crate_structs,
-                        &crate_summaries,
-                    )
-                    .map(|f| f.bodies)
-                    .map_err(|e| (e.offset, e.message)),
-                }
+        .map(|(at, first)| {
+            let lower = |t: &Text| match first {
+                Some(Ok(Ok(f))) if !callees.called_from(&t.source, &f.summaries) => Ok(f.bodies),
+                Some(Ok(Err(parse_error))) => Err(parse_error),
+                Some(Err(panic)) => std::panic::resume_unwind(panic),
+                _ => streamlint_rust::lower_source_in(
+                    &t.source,
+                    Deadline::after(settings.file_time_limit),
+                    &crate_structs,
+                    &crate_summaries,
+                )
+                .map(|f| f.bodies)
+                .map_err(|e| (e.offset, e.message)),
             };
-            (at, check(at, &lower))
+            (at, check(at, Box::new(lower)))
         })
         .collect();
     checked.extend(rust_checked);
@@ -326,22 +320,20 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     reports
 }
 
-/// Lower each Rust file of `to_check` (those without a module) with the crate's types, and
-/// gather what their functions do: (each file's lowering, by its place in `to_check`; the
-/// crate's summaries).
+/// Lower the Rust files of `to_check` at the places `rust` with the crate's types, and gather
+/// what their functions do: (each file's lowering, in the order of `rust`, `None` for a file no
+/// longer readable; the crate's summaries).
 fn lower_rust_files(
+    rust: &[usize],
     to_check: &[(PathBuf, Option<usize>)],
     settings: &Settings,
     types: &CrateTypes,
-) -> (Vec<Mutex<Option<FirstLowering>>>, CrateSummaries) {
-    let first: Vec<Option<FirstLowering>> = to_check
+) -> (Vec<Option<FirstLowering>>, CrateSummaries) {
+    let first: Vec<Option<FirstLowering>> = rust
         .par_iter()
         .with_max_len(1)
-        .map(|(path, module)| {
-            if module.is_some() {
-                return None;
-            }
-            let Loaded::Text(t) = load(path, settings, true) else {
+        .map(|&at| {
+            let Loaded::Text(t) = load(&to_check[at].0, settings, true) else {
                 return None;
             };
             let deadline = Deadline::after(settings.file_time_limit);
@@ -362,7 +354,7 @@ fn lower_rust_files(
             summaries.merge(f.summaries.clone());
         }
     }
-    (first.into_iter().map(Mutex::new).collect(), summaries)
+    (first, summaries)
 }
 
 /// Parse module `m` of the project from its text and lower it, calls into the other modules

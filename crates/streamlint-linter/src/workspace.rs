@@ -256,7 +256,7 @@ impl Workspace {
             return check_source(path, source, settings);
         }
         match Language::of(path) {
-            Some(Language::Rust) => return self.rust.check(source, settings),
+            Some(Language::Rust) => return self.rust.check(path, source, settings),
             Some(Language::Python) => {}
             None => return check_source(path, source, settings),
         }

@@ -58,13 +58,10 @@ pub fn lower_source_in(
         Err(_) if matches!(skimmed, std::borrow::Cow::Owned(_)) => lower(source),
         lowered => lowered,
     };
-    let result = match lowered {
-        Ok(file) => Ok(file),
-        Err(e) => Err(ParseError {
-            offset: e.span().byte_range().start as u32,
-            message: e.to_string(),
-        }),
-    };
+    let result = lowered.map_err(|e| ParseError {
+        offset: e.span().byte_range().start as u32,
+        message: e.to_string(),
+    });
     // Span locations accumulate per thread: forget this file's before the next one.
     proc_macro2::extra::invalidate_current_thread_spans();
     result

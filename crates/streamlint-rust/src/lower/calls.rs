@@ -383,23 +383,22 @@ impl Lowerer<'_> {
         if self.pointers_in([c.0.body.as_ref()]).is_empty() {
             return;
         }
-        let body = self.spelled(c.0.body.as_ref());
-        let args: Vec<Value> = c
-            .0
-            .inputs
-            .iter()
-            .map(|input| match (given, input) {
-                (Some(s), syn::Pat::Type(t))
-                    if type_kind_in(&t.ty, self.aliases) == Some(TypeKind::Stream) =>
-                {
-                    Value::Stream(s)
-                }
-                (Some(s), syn::Pat::Ident(id)) if used_as_stream(&body, &id.ident.to_string()) => {
-                    Value::Stream(s)
-                }
-                _ => Value::Unknown,
-            })
-            .collect();
+        let body = c.0.body.as_ref();
+        let args: Vec<Value> =
+            c.0.inputs
+                .iter()
+                .map(|input| match (given, input) {
+                    (Some(s), syn::Pat::Type(t))
+                        if type_kind_in(&t.ty, self.aliases) == Some(TypeKind::Stream) =>
+                    {
+                        Value::Stream(s)
+                    }
+                    (Some(s), syn::Pat::Ident(id)) if used_as_stream(body, &id.ident) => {
+                        Value::Stream(s)
+                    }
+                    _ => Value::Unknown,
+                })
+                .collect();
         self.call_closure(&c.clone(), &args, sp);
     }
 
@@ -686,10 +685,7 @@ impl Lowerer<'_> {
                 return self.call_summarized(&summary.clone(), &vals, sp);
             }
         }
-        let raw_stream = vals.iter().find_map(|v| match v {
-            Value::RawStream(s) => Some(*s),
-            _ => None,
-        });
+        let raw_stream = super::raw::raw_stream_among(&vals);
         match (owner, last, raw_stream) {
             // The host waits for a stream or for the whole context.
             ("stream", "synchronize", Some(s)) | (_, "cuStreamSynchronize", Some(s)) => {
@@ -810,7 +806,8 @@ impl Lowerer<'_> {
 }
 
 /// Does `body` use `name` as a cudarc stream (`s.cu_stream()`, `s.launch_builder(..)`, ...)?
-fn used_as_stream(body: &str, name: &str) -> bool {
+fn used_as_stream(body: &syn::Expr, name: &proc_macro2::Ident) -> bool {
+    /// Methods only a stream has.
     const STREAM_ONLY: &[&str] = &[
         "cu_stream",
         "launch_builder",
@@ -824,15 +821,19 @@ fn used_as_stream(body: &str, name: &str) -> bool {
         "record_event",
         "join",
     ];
-    body.match_indices(name).any(|(at, _)| {
-        let before = body[..at].chars().next_back();
-        let after = &body[at + name.len()..];
-        !before.is_some_and(|c| c == '_' || c.is_alphanumeric())
-            && after.strip_prefix('.').is_some_and(|rest| {
-                STREAM_ONLY.iter().any(|m| {
-                    rest.strip_prefix(m)
-                        .is_some_and(|r| r.starts_with(['(', ':']))
-                })
-            })
-    })
+    struct Uses<'n> {
+        name: &'n proc_macro2::Ident,
+        found: bool,
+    }
+    impl<'ast> syn::visit::Visit<'ast> for Uses<'_> {
+        fn visit_expr_method_call(&mut self, m: &'ast syn::ExprMethodCall) {
+            let on_name =
+                matches!(m.receiver.as_ref(), syn::Expr::Path(p) if p.path.is_ident(self.name));
+            self.found |= on_name && STREAM_ONLY.iter().any(|s| m.method == s);
+            syn::visit::visit_expr_method_call(self, m);
+        }
+    }
+    let mut uses = Uses { name, found: false };
+    syn::visit::Visit::visit_expr(&mut uses, body);
+    uses.found
 }

@@ -171,9 +171,7 @@ impl Lowerer<'_> {
             );
         }
     }
-}
 
-impl Lowerer<'_> {
     /// A macro the model does not know whose arguments are expressions (a project's
     /// `launch_raw!(func, cfg, stream.cu_stream(), ptr)`, `vec![a, b]`): its arguments are
     /// evaluated as a call's are. Given a stream's raw handle it is raw work on that stream
@@ -211,17 +209,22 @@ impl Lowerer<'_> {
             return;
         };
         let vals: Vec<Value> = args.iter().map(|a| self.expr(a)).collect();
-        let raw_stream = vals.iter().find_map(|v| match v {
-            Value::RawStream(s) => Some(*s),
-            _ => None,
-        });
-        if let Some(stream) = raw_stream {
+        if let Some(stream) = raw_stream_among(&vals) {
             self.raw_call(name, stream, &args, sp);
             return;
         }
         self.run_handed_closures(&vals, sp);
         self.move_into_callee(&args, sp);
     }
+}
+
+/// The stream whose raw handle (`s.cu_stream()`) is among a call's values: the call is raw
+/// work on it.
+pub(super) fn raw_stream_among(vals: &[Value]) -> Option<StreamId> {
+    vals.iter().find_map(|v| match v {
+        Value::RawStream(s) => Some(*s),
+        _ => None,
+    })
 }
 
 /// Walks expressions for identifiers that name raw pointers, macro arguments included (syn
