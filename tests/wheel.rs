@@ -42,19 +42,25 @@ fn build_wheel(dir: &Path) -> PathBuf {
     wheels[0].clone()
 }
 
-/// A `PATH` of the system's own folders, without the Rust toolchain (`~/.cargo/bin`).
-fn path_without_rust(first: &Path) -> String {
-    let system = ["/usr/local/bin", "/usr/bin", "/bin"];
-    for dir in system {
-        for tool in ["cargo", "rustc"] {
-            assert!(
-                !Path::new(dir).join(tool).exists(),
-                "{dir}/{tool} exists: this machine cannot show an install without Rust"
-            );
-        }
+/// A `PATH` of `first` and the system's own folders, where the Rust toolchain cannot be run:
+/// `cargo` and `rustc` are found first in `blocked`, as commands that fail, whatever the machine
+/// has installed.
+fn path_without_rust(first: &Path, blocked: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(blocked).unwrap();
+    for tool in ["cargo", "rustc", "rustup"] {
+        let script = blocked.join(tool);
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\necho \"{tool} was run: the install needs Rust\" >&2\nexit 127\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    std::iter::once(first.display().to_string())
-        .chain(system.iter().map(|s| s.to_string()))
+    [blocked, first]
+        .iter()
+        .map(|p| p.display().to_string())
+        .chain(["/usr/local/bin", "/usr/bin", "/bin"].map(String::from))
         .collect::<Vec<_>>()
         .join(":")
 }
@@ -98,7 +104,7 @@ fn the_wheel_installs_without_rust_and_its_pre_commit_hook_works() {
         .unwrap();
     assert!(pip.status.success(), "{}", text(&pip));
 
-    let path = path_without_rust(&venv.join("bin"));
+    let path = path_without_rust(&venv.join("bin"), &scratch.join("no-rust"));
     let version = run_with_path(&path, "streamlint", &["--version"]);
     assert_eq!(text(&version).trim(), format!("streamlint {VERSION}"));
     let module = run_with_path(&path, "python", &["-m", "streamlint", "--version"]);
