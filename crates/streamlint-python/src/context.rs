@@ -11,7 +11,7 @@ use crate::names::Imports;
 use crate::prefilter::Prefilter;
 use crate::project::Project;
 use crate::summary::ClassSummary;
-use crate::syntax::{visit_calls, Expr, Stmt};
+use crate::syntax::{visit_calls, Expr, FunctionDef, Stmt};
 use crate::wrappers::Wrapper;
 
 /// What every function of a module shares: references into the project index, so that a call
@@ -117,6 +117,9 @@ pub struct Role<'a> {
     /// For a closure: the lists its enclosing function makes (`staged = []`), which the closure
     /// fills and drains as its own.
     pub captured_lists: Vec<String>,
+    /// For a closure: the functions its enclosing functions define (its siblings, at every
+    /// level out), which it calls by name as helpers.
+    pub enclosing_functions: Vec<&'a FunctionDef>,
     /// The function is lowered to be summarized for its callers: the large project functions it
     /// calls keep the model of unknown code (a summary is not made inside another).
     pub summarizing: bool,

@@ -11,7 +11,9 @@ use crate::context::{ModuleContext, Role};
 use crate::lower::Lowerer;
 use crate::project::{Parsed, Project};
 use crate::summary::ClassSummary;
-use crate::syntax::{visit_calls, ClassDef, Constant, Expr, FunctionDef, Keyword, Stmt};
+use crate::syntax::{
+    local_functions, visit_calls, ClassDef, Constant, Expr, FunctionDef, Keyword, Stmt,
+};
 use crate::wrappers;
 
 /// Lower every function of a parsed module.
@@ -121,6 +123,7 @@ impl<'s> Scope<'s> {
                     let nested = Role {
                         class: self.class.map(|(_, info)| &info.summary),
                         captured_lists: list_literals(&f.body),
+                        enclosing_functions: local_functions(&f.body),
                         ..Role::default()
                     };
                     self.gather_nested(&f.body, nested, out);
@@ -153,7 +156,9 @@ impl<'s> Scope<'s> {
             match s {
                 Stmt::Def(f) => {
                     self.gather_def(f, role.clone(), out);
-                    self.gather_nested(&f.body, role.clone(), out);
+                    let mut inner = role.clone();
+                    inner.enclosing_functions.extend(local_functions(&f.body));
+                    self.gather_nested(&f.body, inner, out);
                 }
                 Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
                 other => other
@@ -235,6 +240,7 @@ impl<'s> Scope<'s> {
             device_forbidden,
             attr_text: info.attr_text.clone(),
             captured_lists: Vec::new(),
+            enclosing_functions: Vec::new(),
             summarizing: false,
         }
     }

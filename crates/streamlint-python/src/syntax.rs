@@ -271,6 +271,22 @@ impl Stmt {
     }
 }
 
+/// The functions `stmts` define in their own scope (in branches, loops, `with` and `try` blocks
+/// too, not inside other functions or classes): the local helpers of a function's body.
+pub fn local_functions(stmts: &[Stmt]) -> Vec<&FunctionDef> {
+    let mut out = Vec::new();
+    let mut pending = vec![stmts];
+    while let Some(stmts) = pending.pop() {
+        for s in stmts {
+            match s {
+                Stmt::Def(f) => out.push(f),
+                other => pending.extend(other.blocks()),
+            }
+        }
+    }
+    out
+}
+
 impl Expr {
     pub fn span(&self) -> Span {
         match self {

@@ -125,6 +125,11 @@ impl<'a> Lowerer<'a> {
         if self.inline_stack.len() >= MAX_INLINE_DEPTH {
             return None;
         }
+        if let Some(def) = self.local_function(func) {
+            let module = self.home_module;
+            return (!self.inline_stack.contains(&(module, def.span)))
+                .then_some(Resolved { module, def });
+        }
         let root = super::root_name(func)?;
         if root == "self" || self.env.contains_key(root) || matches!(func, Expr::Call { .. }) {
             return None;
@@ -135,6 +140,29 @@ impl<'a> Lowerer<'a> {
             .inline_stack
             .contains(&(callee.module, callee.def.span)))
         .then_some(callee)
+    }
+
+    /// The helper a call names when the function defines it in its own body or is a closure
+    /// whose enclosing function does (`def _fill(t): ...` beside `def run(x): ... _fill(x)`): a
+    /// name no local value rebinds, defined once there, called from the body's own code (not
+    /// from inside a callee of another scope).
+    fn local_function(&self, func: &Expr) -> Option<&'a FunctionDef> {
+        let Expr::Name { id, .. } = func else {
+            return None;
+        };
+        if self.foreign_callees > 0
+            || !matches!(self.env.get(id.as_str()), None | Some(Value::Unknown))
+        {
+            return None;
+        }
+        let mut named = self.local_functions.iter().filter(|d| d.name == *id);
+        let def = named.next()?;
+        named.next().is_none().then_some(*def)
+    }
+
+    /// Is `def` one of the body's local helpers (see `local_function`)?
+    pub(super) fn is_local_function(&self, def: &FunctionDef) -> bool {
+        self.local_functions.iter().any(|d| std::ptr::eq(*d, def))
     }
 
     /// Lower `callee` in place of the call at `span` and give back what it returns.
@@ -165,11 +193,18 @@ impl<'a> Lowerer<'a> {
         );
         let outer = self.b.begin_inline(span, &callee_name);
         let exit = self.b.new_block();
-        let callee_cx = ModuleContext::callee(self.cx.project, callee.module, self.cx.deadline);
+        // A local helper shares the caller's module and, inside a method, its `self`.
+        let local = self.is_local_function(def);
+        let callee_cx = if local {
+            self.cx
+        } else {
+            ModuleContext::callee(self.cx.project, callee.module, self.cx.deadline)
+        };
+        self.foreign_callees += usize::from(!local);
         let saved = CallerState {
             env: std::mem::take(&mut self.env),
             cx: std::mem::replace(&mut self.cx, callee_cx),
-            class: self.class.take(),
+            class: if local { self.class } else { self.class.take() },
             flags: std::mem::replace(&mut self.flags, constant_flags(&def.body)),
             flag_splits: std::mem::take(&mut self.flag_splits),
             exit: std::mem::replace(&mut self.exit, exit),
@@ -197,6 +232,7 @@ impl<'a> Lowerer<'a> {
         let first_stream = self.b.body().streams.len();
         self.stmts(&def.body);
         self.inline_stack.pop();
+        self.foreign_callees -= usize::from(!local);
         let last = self.b.current();
         self.b.edge(last, exit);
         self.b.switch_to(exit);

@@ -42,7 +42,7 @@ use crate::api::{
 };
 use crate::context::{ModuleContext, Role};
 use crate::summary::{AttrKind, ClassSummary};
-use crate::syntax::{Constant, Expr, FunctionDef, Keyword, Operator, Stmt};
+use crate::syntax::{local_functions, Constant, Expr, FunctionDef, Keyword, Operator, Stmt};
 use crate::wrappers::Wrapper;
 
 const SPELLING: Spelling = Spelling {
@@ -232,6 +232,12 @@ pub struct Lowerer<'a> {
     globals: FxHashMap<(usize, String), Value>,
     /// The callees being lowered in place (by module and span), innermost last (see `inline`).
     inline_stack: Vec<(usize, Span)>,
+    /// The functions the body's own scope and its enclosing functions' scopes define, which it
+    /// calls by name as helpers (see `inline::local_function`).
+    local_functions: Vec<&'a FunctionDef>,
+    /// How many of the callees being lowered in place are not local functions: inside those,
+    /// the body's local names mean nothing.
+    foreign_callees: usize,
     /// Lowering a function to summarize it (see `Role::summarizing`).
     summarizing: bool,
     /// In a callee lowered in place: its `**kwargs` parameter's name, and the keywords it
@@ -251,7 +257,7 @@ impl<'a> Lowerer<'a> {
     pub fn lower(
         cx: ModuleContext<'a>,
         role: Role<'a>,
-        def: Option<&FunctionDef>,
+        def: Option<&'a FunctionDef>,
         module_body: &[Stmt],
     ) -> Body {
         let ambient = Stream {
@@ -321,6 +327,13 @@ impl<'a> Lowerer<'a> {
             globals: FxHashMap::default(),
             entering_context: false,
             inline_stack: Vec::new(),
+            local_functions: role
+                .enclosing_functions
+                .iter()
+                .copied()
+                .chain(def.map_or_else(Vec::new, |d| local_functions(&d.body)))
+                .collect(),
+            foreign_callees: 0,
             summarizing: role.summarizing,
             forwarded: None,
             inline_result: None,

@@ -466,6 +466,11 @@ impl<'a> Lowerer<'a> {
             } => {
                 let c = self.eval(container);
                 self.eval(index);
+                if let (Value::Stream(s), Expr::Name { id, .. }) = (&value, container.as_ref()) {
+                    if self.cache_stream_in_global(*s, id) {
+                        return;
+                    }
+                }
                 // `staged[key] = t` in a dict or list this function made: it holds `t` now, as
                 // after `append`.
                 if matches!(c, Value::Group(_))

@@ -313,6 +313,29 @@ impl<'a> Lowerer<'a> {
 
     /// The qualified name of the module global `name` (of the module being lowered, or the one
     /// it was imported from): how every file knows the stream it holds.
+    /// `_STREAMS[device] = stream` in a dict the module binds at the top level: a getter that
+    /// makes one stream per device and caches it, which is one long-lived stream as much as
+    /// `global _side; _side = torch.cuda.Stream()` is (known by the dict's qualified name).
+    /// The store is the cache, not a hand-off of the stream to code not followed: says
+    /// whether it was one.
+    pub(super) fn cache_stream_in_global(&mut self, s: StreamId, container: &str) -> bool {
+        let module_dict = !self.env.contains_key(container)
+            && self
+                .cx
+                .project
+                .module(self.cx.module)
+                .globals
+                .contains(container);
+        if !module_dict || self.b.body().stream(s).origin != StreamOrigin::Created {
+            return false;
+        }
+        let home = self.global_home(container);
+        let stream = self.b.stream_mut(s);
+        stream.origin = StreamOrigin::Cached;
+        stream.home = Some(home);
+        true
+    }
+
     pub(super) fn global_home(&self, name: &str) -> String {
         match self.cx.imports.bound(name) {
             Some(qualified) => qualified.to_string(),

@@ -18,7 +18,8 @@ impl<'a> Lowerer<'a> {
     /// The summary of a project function not lowered in place at the call, when it does
     /// something a summary follows.
     pub(super) fn callee_summary(&self, callee: Resolved<'a>) -> Option<&'a Summary> {
-        if self.summarizing {
+        // Summaries are kept by the module's function names: a local helper has none.
+        if self.summarizing || self.is_local_function(callee.def) {
             return None;
         }
         // A summary speaks of work on the streams a function is given: one given none has
