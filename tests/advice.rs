@@ -119,6 +119,15 @@ fn dead_reference(
                 .then(|| format!("`{name}` does not hold the tensor there"))
         }
         Reference::Named(name) if introduced(help, name) || *name == body.name => None,
+        // `_branch_stream(q.device)`: a stream the help names by the getter call that gave
+        // it, spelled as the function wrote that call; its arguments are the function's there.
+        Reference::Named(name)
+            if body.streams.iter().any(|s| {
+                s.expr.contains('(') && s.expr.contains(name.as_str()) && help.contains(&*s.expr)
+            }) =>
+        {
+            None
+        }
         Reference::Named(name) => {
             let position = body.op(at).span.start;
             // `self.alt_streams[1]`, `ctx.per_thread_stream()`: named by their container.

@@ -128,12 +128,13 @@ impl MissingRecordStream {
             .uncovered_uses_on(buffer, alloc)
             .into_iter()
             .filter(|(s, _)| !cx.is_temporary(*s))
-            .filter(|&(_, u)| match site {
+            .filter(|&(s, u)| match site {
                 // An event recorded after the work and handed to the caller hands the ordering
-                // over; work of a callee lowered in place on its own argument is the callee's
-                // finding.
+                // over; work of a callee lowered in place on a stream it made itself is the
+                // callee's finding (on the caller's stream, made current around the call, the
+                // callee alone sees nothing).
                 ReleaseSite::BackToCaller(_) => {
-                    !state.handed_off(u) && cx.body.inlined_callee(cx.span(u)).is_none()
+                    !state.handed_off(u) && !callees_own_work(cx.body, s, cx.span(u))
                 }
                 _ => true,
             })
@@ -333,4 +334,10 @@ impl MissingRecordStream {
         }
         cx.report_once(buffer, finding);
     }
+}
+
+/// Is the use at `at`, on `stream`, the work of a callee lowered in place there on a stream
+/// that callee made (everything a callee makes carries the call's span)?
+fn callees_own_work(body: &Body, stream: StreamId, at: Span) -> bool {
+    body.inlined_callee(at).is_some() && body.stream(stream).span == Some(at)
 }

@@ -17,7 +17,7 @@ use streamlint_graph::{BufferId, Memory, OpKind, Owner, ReleaseCause, Span};
 
 use super::{constant_flags, Env, Lowerer, Value};
 use crate::context::ModuleContext;
-use crate::project::{Resolved, SMALL_CALLEE_BYTES};
+use crate::project::{Resolved, MAX_INLINE_BYTES, SMALL_CALLEE_BYTES};
 use crate::syntax::{Constant, Expr, FunctionDef, Keyword};
 
 /// Calls lowered in place inside calls lowered in place, at most.
@@ -79,7 +79,10 @@ impl<'a> Lowerer<'a> {
     /// elsewhere are summarized once instead (see `summaries`).
     pub(super) fn lowered_in_place(&self, callee: Resolved<'a>) -> bool {
         let size = (callee.def.span.end - callee.def.span.start) as usize;
-        size <= SMALL_CALLEE_BYTES || self.entering_context
+        let in_side_block = self.current != self.b.ambient();
+        size <= SMALL_CALLEE_BYTES
+            || self.entering_context
+            || (in_side_block && size <= MAX_INLINE_BYTES)
     }
 
     /// Does the call pass `callee` a stream the caller holds (a name bound to one) for one of
