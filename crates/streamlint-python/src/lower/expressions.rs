@@ -193,7 +193,7 @@ impl<'a> Lowerer<'a> {
 
     /// Confirm the arguments themselves among `values` as tensors; not their elements or
     /// attributes, whose arithmetic is as often on sizes and offsets.
-    fn confirm_arguments(&mut self, values: &[Value]) {
+    pub(super) fn confirm_arguments(&mut self, values: &[Value]) {
         for v in values {
             if let Value::Param(b) = v {
                 let whole = !self.b.body().buffer(*b).name.contains(['[', '.']);

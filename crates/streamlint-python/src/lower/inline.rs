@@ -434,6 +434,10 @@ impl<'a> Lowerer<'a> {
                     .map_or(Value::Unknown, |d| Value::Stream(self.named_stream(&d))),
                 (v, _) => v,
             };
+            // `def _scale(t: torch.Tensor, ..)`: what the caller passes there is a tensor.
+            if annotation.ends_with("Tensor") {
+                self.confirm_arguments(std::slice::from_ref(&value));
+            }
             out.push((p.name.clone(), value, flag));
         }
         out
