@@ -105,6 +105,16 @@ mod tests {
     }
 
     #[test]
+    fn local_helpers_are_lowered_where_called_but_not_local_generators() {
+        let src = "import torch\ndef run(x, s):\n    def _scale(t):\n        return t * 2\n    def _batches():\n        yield x * 3\n    with torch.cuda.stream(s):\n        y = _scale(x)\n        for b in _batches():\n            y += b\n    return y\n";
+        let bodies = lower_source(src, &ApiModel::default(), Deadline::NONE).unwrap();
+        let run = bodies.iter().find(|b| b.name == "run").unwrap();
+        let callees: Vec<&str> = run.inlined_calls.iter().map(|(_, c)| c.as_str()).collect();
+        assert_eq!(callees.len(), 1, "{callees:?}");
+        assert!(callees[0].ends_with("_scale"), "{callees:?}");
+    }
+
+    #[test]
     fn match_statements_and_type_parameters_lower() {
         let src = "import torch\ndef f[T](x: T) -> T:\n    match x:\n        case 1:\n            torch.cuda.synchronize()\n        case _:\n            pass\n    return x\n";
         assert!(lower_source(src, &ApiModel::default(), Deadline::NONE).is_ok());

@@ -271,6 +271,16 @@ impl Stmt {
     }
 }
 
+/// Does the function's own body (not a function nested in it) yield? A generator's body runs
+/// as its caller iterates it, not where it is called.
+pub fn is_generator(def: &FunctionDef) -> bool {
+    let mut found = false;
+    visit_statement_exprs(&def.body, false, &mut |e, _| {
+        visit_exprs(e, &mut |x| found |= matches!(x, Expr::Yield { .. }));
+    });
+    found
+}
+
 /// The functions `stmts` define in their own scope (in branches, loops, `with` and `try` blocks
 /// too, not inside other functions or classes): the local helpers of a function's body.
 pub fn local_functions(stmts: &[Stmt]) -> Vec<&FunctionDef> {

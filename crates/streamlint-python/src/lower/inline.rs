@@ -18,7 +18,7 @@ use streamlint_graph::{BufferId, Memory, OpKind, Owner, ReleaseCause, Span};
 use super::{constant_flags, Env, Lowerer, Value};
 use crate::context::ModuleContext;
 use crate::project::{Resolved, MAX_INLINE_BYTES, SMALL_CALLEE_BYTES};
-use crate::syntax::{Constant, Expr, FunctionDef, Keyword};
+use crate::syntax::{is_generator, Constant, Expr, FunctionDef, Keyword};
 
 /// Calls lowered in place inside calls lowered in place, at most.
 const MAX_INLINE_DEPTH: usize = 3;
@@ -148,7 +148,7 @@ impl<'a> Lowerer<'a> {
     /// The helper a call names when the function defines it in its own body or is a closure
     /// whose enclosing function does (`def _fill(t): ...` beside `def run(x): ... _fill(x)`): a
     /// name no local value rebinds, defined once there, called from the body's own code (not
-    /// from inside a callee of another scope).
+    /// from inside a callee of another scope), and not a generator.
     fn local_function(&self, func: &Expr) -> Option<&'a FunctionDef> {
         let Expr::Name { id, .. } = func else {
             return None;
@@ -160,7 +160,7 @@ impl<'a> Lowerer<'a> {
         }
         let mut named = self.local_functions.iter().filter(|d| d.name == *id);
         let def = named.next()?;
-        named.next().is_none().then_some(*def)
+        (named.next().is_none() && !is_generator(def)).then_some(*def)
     }
 
     /// Is `def` one of the body's local helpers (see `local_function`)?
