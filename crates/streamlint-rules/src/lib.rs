@@ -200,6 +200,14 @@ impl<'b> Context<'b> {
         self.body.op(op).span
     }
 
+    /// Is the op, on `stream`, work of a callee lowered in place on a stream that callee made
+    /// (everything a callee makes carries the call's span)? The callee, judged on its own,
+    /// reports what it does there; on the caller's stream it sees nothing of it.
+    fn callees_own_work(&self, stream: StreamId, op: OpId) -> bool {
+        let at = self.span(op);
+        self.body.inlined_callee(at).is_some() && self.body.stream(stream).span == Some(at)
+    }
+
     fn stream_name(&self, s: streamlint_graph::StreamId) -> &str {
         &self.body.stream(s).display
     }

@@ -133,9 +133,7 @@ impl MissingRecordStream {
                 // over; work of a callee lowered in place on a stream it made itself is the
                 // callee's finding (on the caller's stream, made current around the call, the
                 // callee alone sees nothing).
-                ReleaseSite::BackToCaller(_) => {
-                    !state.handed_off(u) && !callees_own_work(cx.body, s, cx.span(u))
-                }
+                ReleaseSite::BackToCaller(_) => !state.handed_off(u) && !cx.callees_own_work(s, u),
                 _ => true,
             })
             .collect();
@@ -334,10 +332,4 @@ impl MissingRecordStream {
         }
         cx.report_once(buffer, finding);
     }
-}
-
-/// Is the use at `at`, on `stream`, the work of a callee lowered in place there on a stream
-/// that callee made (everything a callee makes carries the call's span)?
-fn callees_own_work(body: &Body, stream: StreamId, at: Span) -> bool {
-    body.inlined_callee(at).is_some() && body.stream(stream).span == Some(at)
 }

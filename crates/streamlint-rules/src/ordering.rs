@@ -110,6 +110,9 @@ impl MissingStreamWait {
         let Some(b) = state.buffer(buffer) else {
             return;
         };
+        if cx.callees_own_work(consumer, at) {
+            return;
+        }
         if is_side_stream_transfer(cx.body, b) {
             return;
         }
