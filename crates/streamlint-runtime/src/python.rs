@@ -11,7 +11,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 
 use crate::process::{self, Finished, Stdout};
-use crate::sanitizer;
+use crate::sanitizer::{self, Frame};
 
 /// The harness script.
 pub const HARNESS: &str = include_str!("../harness/harness.py");
@@ -66,14 +66,7 @@ pub struct CheckerStack {
     /// `freed`, `last used`, `record_stream`, `host access`, `copy`.
     pub label: String,
     /// Outermost first.
-    pub frames: Vec<CheckerFrame>,
-}
-
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-pub struct CheckerFrame {
-    pub file: String,
-    pub line: u32,
-    pub function: String,
+    pub frames: Vec<Frame>,
 }
 
 /// One case's trials under the lifetime checker, as the harness reports them.

@@ -30,8 +30,8 @@
 //! of `^~~` markers), so the reader is tolerant: it takes what it recognises (the section
 //! headers and `File "…", line N, in f` frames) and skips every other line.
 
-/// One frame of a stack trace.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// One frame of a stack trace (also as the lifetime checker writes it).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
 pub struct Frame {
     pub file: String,
     pub line: u32,

@@ -25,7 +25,7 @@ use streamlint_rules::{Finding, LineIndex};
 
 use crate::checker::Installed;
 use crate::process::{self, Stdout};
-use crate::python::{CheckerReport, CheckerStack};
+use crate::python::CheckerReport;
 use crate::report::CHECKER_RULES;
 use crate::sanitizer::{self, Frame, Race};
 
@@ -231,22 +231,9 @@ fn short_name(name: &str) -> &str {
     name.rsplit('.').next().unwrap_or(name)
 }
 
-/// A lifetime checker stack's frames, as the sanitizer's frames are read.
-fn as_frames(stack: &CheckerStack) -> Vec<Frame> {
-    stack
-        .frames
-        .iter()
-        .map(|f| Frame {
-            file: f.file.clone(),
-            line: f.line,
-            function: f.function.clone(),
-        })
-        .collect()
-}
-
 /// Every frame of a lifetime checker report.
-fn checker_frames(report: &CheckerReport) -> impl Iterator<Item = Frame> + '_ {
-    report.stacks.iter().flat_map(as_frames)
+fn checker_frames(report: &CheckerReport) -> impl Iterator<Item = &Frame> {
+    report.stacks.iter().flat_map(|stack| &stack.frames)
 }
 
 /// The three verdicts.
@@ -284,8 +271,9 @@ impl<'a> Outcome<'a> {
                 // The first stack with a place in the program: a free on autograd's thread has
                 // none, the use or the allocation before it has.
                 let at = r.stacks.iter().find_map(|stack| {
-                    let frames = as_frames(stack);
-                    program_frames(&frames, cwd).last().map(|f| (*f).clone())
+                    program_frames(&stack.frames, cwd)
+                        .last()
+                        .map(|f| (*f).clone())
                 })?;
                 Some((r, at))
             })
@@ -417,7 +405,7 @@ fn program_files(
         .filter(|p| p.is_file());
     let traced = races
         .iter()
-        .flat_map(|r| r.frames().cloned().collect::<Vec<_>>())
+        .flat_map(Race::frames)
         .chain(reports.iter().flat_map(checker_frames))
         .map(|fr| resolve(&fr.file, cwd))
         .filter(|p| is_program_file(p, cwd));

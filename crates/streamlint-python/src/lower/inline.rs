@@ -153,14 +153,18 @@ impl<'a> Lowerer<'a> {
         let Expr::Name { id, .. } = func else {
             return None;
         };
-        if self.foreign_callees > 0
+        let mut named = self.local_functions.iter().filter(|d| d.name == *id);
+        let def = *named.next()?;
+        if named.next().is_some()
             || !matches!(self.env.get(id.as_str()), None | Some(Value::Unknown))
         {
             return None;
         }
-        let mut named = self.local_functions.iter().filter(|d| d.name == *id);
-        let def = named.next()?;
-        (named.next().is_none() && !is_generator(def)).then_some(*def)
+        // Inside a callee from another scope, the body's local names mean nothing.
+        let in_own_scope = self.inline_stack.iter().all(|&(module, span)| {
+            module == self.home_module && self.local_functions.iter().any(|d| d.span == span)
+        });
+        (in_own_scope && !is_generator(def)).then_some(def)
     }
 
     /// Is `def` one of the body's local helpers (see `local_function`)?
@@ -203,7 +207,6 @@ impl<'a> Lowerer<'a> {
         } else {
             ModuleContext::callee(self.cx.project, callee.module, self.cx.deadline)
         };
-        self.foreign_callees += usize::from(!local);
         let saved = CallerState {
             env: std::mem::take(&mut self.env),
             cx: std::mem::replace(&mut self.cx, callee_cx),
@@ -235,7 +238,6 @@ impl<'a> Lowerer<'a> {
         let first_stream = self.b.body().streams.len();
         self.stmts(&def.body);
         self.inline_stack.pop();
-        self.foreign_callees -= usize::from(!local);
         let last = self.b.current();
         self.b.edge(last, exit);
         self.b.switch_to(exit);

@@ -235,9 +235,6 @@ pub struct Lowerer<'a> {
     /// The functions the body's own scope and its enclosing functions' scopes define, which it
     /// calls by name as helpers (see `inline::local_function`).
     local_functions: Vec<&'a FunctionDef>,
-    /// How many of the callees being lowered in place are not local functions: inside those,
-    /// the body's local names mean nothing.
-    foreign_callees: usize,
     /// Lowering a function to summarize it (see `Role::summarizing`).
     summarizing: bool,
     /// In a callee lowered in place: its `**kwargs` parameter's name, and the keywords it
@@ -333,7 +330,6 @@ impl<'a> Lowerer<'a> {
                 .copied()
                 .chain(def.map_or_else(Vec::new, |d| local_functions(&d.body)))
                 .collect(),
-            foreign_callees: 0,
             summarizing: role.summarizing,
             forwarded: None,
             inline_result: None,

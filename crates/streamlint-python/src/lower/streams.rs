@@ -311,8 +311,6 @@ impl<'a> Lowerer<'a> {
         id
     }
 
-    /// The qualified name of the module global `name` (of the module being lowered, or the one
-    /// it was imported from): how every file knows the stream it holds.
     /// `_STREAMS[device] = stream` in a dict the module binds at the top level: a getter that
     /// makes one stream per device and caches it, which is one long-lived stream as much as
     /// `global _side; _side = torch.cuda.Stream()` is (known by the dict's qualified name).
@@ -336,6 +334,8 @@ impl<'a> Lowerer<'a> {
         true
     }
 
+    /// The qualified name of the module global `name` (of the module being lowered, or the one
+    /// it was imported from): how every file knows the stream it holds.
     pub(super) fn global_home(&self, name: &str) -> String {
         match self.cx.imports.bound(name) {
             Some(qualified) => qualified.to_string(),
