@@ -146,8 +146,14 @@ fn dead_reference(
                     _ => true,
                 },
                 (None, Some(e)) => e.created.is_none_or(|made| made.start <= position),
-                // A tensor named as a whole (`x` in "call `x.record_stream(s)`" is above).
-                (None, None) => held_at(body, name, at).is_some_and(|h| !h.is_empty()),
+                // A tensor named as a whole (`x` in "call `x.record_stream(s)`" is above), or
+                // the container the finding's item was taken from (`pending` for `pending[…]`).
+                (None, None) => {
+                    held_at(body, name, at).is_some_and(|h| !h.is_empty())
+                        || touched.iter().any(|b| {
+                            body.buffer(*b).name.strip_suffix("[…]") == Some(name.as_str())
+                        })
+                }
             };
             (!live).then(|| format!("`{name}` is not bound there"))
         }

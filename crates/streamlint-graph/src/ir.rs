@@ -83,6 +83,11 @@ pub enum StreamOrigin {
     /// None: _alt = torch.cuda.Stream()`): like [`Self::Global`], one stream for every later
     /// call, but made when the program first asks for it.
     Cached,
+    /// Another thread's copy of a stream each thread keeps for itself (a stream on a
+    /// `threading.local()`): the same code runs on it in every thread, and nothing orders one
+    /// thread's copy with another's. Values other threads put in a container the threads share
+    /// were made on it.
+    OtherThread,
     /// Any other stream-valued expression.
     Unknown,
 }

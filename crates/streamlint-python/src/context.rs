@@ -120,6 +120,10 @@ pub struct Role<'a> {
     /// For a closure: the functions its enclosing functions define (its siblings, at every
     /// level out), which it calls by name as helpers.
     pub enclosing_functions: Vec<&'a FunctionDef>,
+    /// Objects bound to `threading.local()` the function sees (module globals, attributes of
+    /// its class, its enclosing functions' locals): a stream kept on one is each thread's own,
+    /// so the code that uses it runs on several threads at once.
+    pub thread_locals: Vec<String>,
     /// The function is lowered to be summarized for its callers: the large project functions it
     /// calls keep the model of unknown code (a summary is not made inside another).
     pub summarizing: bool,

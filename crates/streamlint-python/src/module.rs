@@ -19,6 +19,7 @@ use crate::wrappers;
 /// Lower every function of a parsed module.
 pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     let workers = Workers::find(&cx, stmts);
+    let thread_locals = thread_local_objects(stmts, cx.imports, "");
     // Only classes read what their constructions pass.
     let has_classes = memchr::memmem::find(cx.source.as_bytes(), b"class ").is_some();
     let constructions = if has_classes {
@@ -35,6 +36,7 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
         workers: &workers,
         classes: &classes,
         class: None,
+        thread_locals: &thread_locals,
     };
     let mut jobs = Vec::new();
     top.gather(stmts, &mut jobs);
@@ -58,6 +60,8 @@ struct ClassInfo {
     exit_restores: bool,
     /// See [`Role::attr_text`].
     attr_text: Vec<(String, String)>,
+    /// Attributes of `self` its methods bind to `threading.local()`.
+    thread_locals: Vec<String>,
 }
 
 /// Every class of the module, by the class's place in the syntax tree.
@@ -87,6 +91,15 @@ fn summarize_classes(
                         matches!(s, Stmt::Def(m) if m.name == "__exit__" && cx.sets_stream(&m.body))
                     }),
                     attr_text: constructor_strings(c, constructions),
+                    thread_locals: c
+                        .body
+                        .iter()
+                        .filter_map(|s| match s {
+                            Stmt::Def(m) => Some(m),
+                            _ => None,
+                        })
+                        .flat_map(|m| thread_local_objects(&m.body, cx.imports, "self."))
+                        .collect(),
                 };
                 out.insert(std::ptr::from_ref(c), info);
                 summarize_classes(cx, constructions, hooks, &c.body, out);
@@ -107,6 +120,8 @@ struct Scope<'s> {
     classes: &'s Classes,
     /// The class body being walked, with what its methods share.
     class: Option<(&'s ClassDef, &'s ClassInfo)>,
+    /// Module globals bound to `threading.local()`.
+    thread_locals: &'s [String],
 }
 
 /// A function to lower, in its role.
@@ -120,12 +135,15 @@ impl<'s> Scope<'s> {
             match s {
                 Stmt::Def(f) => {
                     self.gather_def(f, self.role(f), out);
-                    let nested = Role {
+                    let mut nested = Role {
                         class: self.class.map(|(_, info)| &info.summary),
                         captured_lists: list_literals(&f.body),
                         enclosing_functions: local_functions(&f.body),
+                        thread_locals: self.visible_thread_locals(),
                         ..Role::default()
                     };
+                    let enclosing = thread_local_objects(&f.body, self.cx.imports, "");
+                    nested.thread_locals.extend(enclosing);
                     self.gather_nested(&f.body, nested, out);
                 }
                 Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
@@ -158,6 +176,8 @@ impl<'s> Scope<'s> {
                     self.gather_def(f, role.clone(), out);
                     let mut inner = role.clone();
                     inner.enclosing_functions.extend(local_functions(&f.body));
+                    let enclosing = thread_local_objects(&f.body, self.cx.imports, "");
+                    inner.thread_locals.extend(enclosing);
                     self.gather_nested(&f.body, inner, out);
                 }
                 Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
@@ -198,6 +218,12 @@ impl<'s> Scope<'s> {
         }
     }
 
+    /// The thread-local objects a function of this scope sees: the module's, and its class's.
+    fn visible_thread_locals(&self) -> Vec<String> {
+        let class = self.class.map_or(&[][..], |(_, info)| &info.thread_locals);
+        self.thread_locals.iter().chain(class).cloned().collect()
+    }
+
     fn role(&self, f: &FunctionDef) -> Role<'s> {
         let cx = self.cx;
         let context_manager = f
@@ -213,6 +239,7 @@ impl<'s> Scope<'s> {
             return Role {
                 restores_stream: context_manager && restores_in_finally,
                 device_forbidden: self.workers.functions.get(&f.name).cloned(),
+                thread_locals: self.visible_thread_locals(),
                 ..Role::default()
             };
         };
@@ -241,6 +268,7 @@ impl<'s> Scope<'s> {
             attr_text: info.attr_text.clone(),
             captured_lists: Vec::new(),
             enclosing_functions: Vec::new(),
+            thread_locals: self.visible_thread_locals(),
             summarizing: false,
         }
     }
@@ -319,6 +347,37 @@ fn constructor_strings(class: &ClassDef, constructions: &Constructions) -> Vec<(
         }
     }
     out
+}
+
+/// The names the statements (not their nested blocks) bind to `threading.local()`, an object
+/// whose attributes each thread sees its own copy of; `prefix` keeps only targets that start
+/// with it (`self.` in a method).
+fn thread_local_objects(
+    stmts: &[Stmt],
+    imports: &crate::names::Imports,
+    prefix: &str,
+) -> Vec<String> {
+    let mut names = Vec::new();
+    for s in stmts {
+        let Stmt::Assign {
+            targets,
+            value: Expr::Call { func, args, .. },
+            ..
+        } = s
+        else {
+            continue;
+        };
+        if !args.is_empty() || imports.qualify(func).as_deref() != Some("threading.local") {
+            continue;
+        }
+        names.extend(
+            targets
+                .iter()
+                .filter_map(Expr::dotted)
+                .filter(|t| t.starts_with(prefix)),
+        );
+    }
+    names
 }
 
 /// The names the statements (not their nested blocks) bind to a new empty list (`x = []`,

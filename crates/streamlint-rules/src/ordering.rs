@@ -187,6 +187,9 @@ impl MissingStreamWait {
         } else if allocated {
             // Taking memory queues no work: the race is with the block's previous owner.
             format!("`{name}` is {} on {c} but its memory was taken on {p} after work {c} did not wait for: the block's previous owner on {p} may still be using it{contract}", if write { "written" } else { "read" })
+        } else if raw && cx.body.stream(producer).origin == StreamOrigin::OtherThread {
+            let own = format!("`{}`", cx.body.stream(producer).expr);
+            format!("`{name}` may be an item another thread put there, written on that thread's own {own}: it is {} on {c} with nothing ordering {c} after the other thread's work", if write { "written" } else { "read" })
         } else if raw {
             format!("`{name}` is {} on {c} but was written on {p} with no wait in between: {c} can run before {p} has finished{contract}", if write { "written" } else { "read" })
         } else {
@@ -295,6 +298,14 @@ fn wait_help(cx: &Context<'_>, race: &Race, at: OpId) -> String {
     };
     let ambient = cx.body.ambient;
     let place = cx.place(at);
+    if cx.body.stream(producer).origin == StreamOrigin::OtherThread {
+        let own = &cx.body.stream(producer).expr;
+        let name = cx.buffer_name(buffer);
+        let container = name.strip_suffix("[…]").unwrap_or(name);
+        return format!(
+            "every thread that runs this code puts what it makes on its own `{own}` into `{container}`, and may take out another thread's item: synchronize the stream after the put and before any item is taken (`{own}.synchronize()`), so that each thread's work is done before others can take its values, or put an event recorded after the write in with the value and make {c} wait on it before this use"
+        );
+    }
     if serializes {
         return format!(
             "record an event on {p} right after the {after} and make {c} wait on that event before this use; waiting for all of {p} here would also wait for the work it queues later in this loop, and the loop would no longer overlap"

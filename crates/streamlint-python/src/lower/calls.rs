@@ -227,7 +227,7 @@ impl<'a> Lowerer<'a> {
                 )
             }) {
                 let s = self.named_stream(&name);
-                self.b.push(OpKind::SyncStream { stream: s }, span);
+                self.sync_stream(s, span);
             }
         }
         for (attr, kind) in summary.assigns.clone() {
@@ -719,12 +719,17 @@ impl<'a> Lowerer<'a> {
         if matches!(method, "discard" | "remove") && self.shrink_local_list(receiver, &recv, args) {
             return Value::Unknown;
         }
+        if let Some(theirs) = self.take_from_shared(receiver, method) {
+            self.eval_args(args, keywords);
+            return theirs;
+        }
         if THREAD_QUEUE_PUTS.contains(&method)
             && !matches!(recv, Value::Stream(_) | Value::Event(_))
         {
             // `frames.put(t)`, `future.set_result(t)`: a consumer on another thread takes the
             // value (with any event given along) and uses it on its current stream.
             let vals = self.eval_args(args, keywords);
+            self.put_in_shared(receiver, method, &vals, span);
             if let Some(item) = vals.first() {
                 self.escape(item, EscapeKind::OtherThread, span);
             }
@@ -742,6 +747,7 @@ impl<'a> Lowerer<'a> {
         {
             // `outputs.append(t)`, `queue.put(t)`: kept, not read.
             let vals = self.eval_args(args, keywords);
+            self.put_in_shared(receiver, method, &vals, span);
             if self.grow_local_list(receiver, &recv, method, &vals) {
                 return Value::Unknown;
             }

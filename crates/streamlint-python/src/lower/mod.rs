@@ -12,6 +12,7 @@ pub(crate) mod inline;
 mod loops;
 mod modules;
 mod object;
+mod per_thread;
 mod statements;
 mod streams;
 mod summaries;
@@ -246,6 +247,8 @@ pub struct Lowerer<'a> {
     param_buffers: Vec<BufferId>,
     /// Streams held by module globals, by module and name (see `named_stream`).
     global_streams: FxHashMap<(usize, String), StreamId>,
+    /// Thread-local streams and the containers the threads share (see `per_thread`).
+    per_thread: per_thread::PerThread,
 }
 
 impl<'a> Lowerer<'a> {
@@ -270,7 +273,7 @@ impl<'a> Lowerer<'a> {
         };
         let mut b = BodyBuilder::new(name.clone(), span, SPELLING, ambient);
         b.in_module(&cx.project.module(cx.module).name);
-        if let Some(reason) = role.device_forbidden {
+        if let Some(reason) = role.device_forbidden.clone() {
             b.forbid_device(reason);
         }
         if def.is_some_and(converts_to_host) {
@@ -335,6 +338,7 @@ impl<'a> Lowerer<'a> {
             inline_result: None,
             param_buffers: Vec::new(),
             global_streams: FxHashMap::default(),
+            per_thread: per_thread::PerThread::new(&role),
         };
         match def {
             Some(d) => {
@@ -637,12 +641,7 @@ impl<'a> Lowerer<'a> {
     /// PyTorch's blocking copies between host and device end with a synchronize of the
     /// current stream (`memcpy_and_sync`): everything queued on it before is complete.
     fn sync_current(&mut self, span: Span) {
-        self.b.push(
-            OpKind::SyncStream {
-                stream: self.current,
-            },
-            span,
-        );
+        self.sync_stream(self.current, span);
     }
 
     /// Is the value known to hold a tensor?
@@ -780,12 +779,7 @@ impl<'a> Lowerer<'a> {
             return;
         }
         self.read_all(&device, span);
-        self.b.push(
-            OpKind::SyncStream {
-                stream: self.current,
-            },
-            span,
-        );
+        self.sync_stream(self.current, span);
     }
 
     fn escape(&mut self, value: &Value, kind: EscapeKind, span: Span) {

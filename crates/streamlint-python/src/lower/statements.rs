@@ -399,6 +399,7 @@ impl<'a> Lowerer<'a> {
         self.binding = targets.first().and_then(binding_name);
         self.binding_value = Some(value.span());
         let v = self.eval(value);
+        self.note_thread_local_binding(targets, value, &v);
         self.binding = None;
         self.binding_value = None;
         self.fresh_value = true;

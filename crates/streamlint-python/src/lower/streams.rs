@@ -225,7 +225,7 @@ impl<'a> Lowerer<'a> {
                 Value::Event(e)
             }
             "synchronize" => {
-                self.b.push(OpKind::SyncStream { stream: s }, span);
+                self.sync_stream(s, span);
                 Value::Unknown
             }
             "get" | "setdefault" | "__getitem__" => Value::Stream(s),
@@ -303,6 +303,7 @@ impl<'a> Lowerer<'a> {
             span: None,
             home,
         });
+        self.note_thread_local_stream(name, id);
         if global {
             self.global_streams.insert(global_key, id);
         } else {

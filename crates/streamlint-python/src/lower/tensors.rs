@@ -184,12 +184,7 @@ impl<'a> Lowerer<'a> {
                         .iter()
                         .all(|b| self.b.body().buffer(*b).memory == Memory::PageableHost);
                     if !non_blocking || (from_device && into_pageable) {
-                        self.b.push(
-                            OpKind::SyncStream {
-                                stream: self.current,
-                            },
-                            span,
-                        );
+                        self.sync_current(span);
                     }
                 } else {
                     self.read_all(&arg_buffers, span);

@@ -36,6 +36,15 @@ pub(super) enum Value {
 
 impl Value {
     /// Every buffer the value holds, including the caller's values.
+    /// Does the value hold an event or a stream (at any depth of a tuple or list)?
+    pub(super) fn has_ordering(&self) -> bool {
+        match self {
+            Value::Event(_) | Value::Stream(_) => true,
+            Value::Group(items) => items.iter().any(Value::has_ordering),
+            _ => false,
+        }
+    }
+
     pub(super) fn buffers(&self) -> Vec<BufferId> {
         let mut out = Vec::new();
         self.collect_buffers(&mut out, true);
