@@ -117,6 +117,9 @@ pub struct Role<'a> {
     /// For a closure: the lists its enclosing function makes (`staged = []`), which the closure
     /// fills and drains as its own.
     pub captured_lists: Vec<String>,
+    /// For a closure: the parameters and top-level names of its enclosing functions, which it
+    /// calls and reads as values the enclosing call was given or made.
+    pub captured_names: Vec<String>,
     /// For a closure: the functions its enclosing functions define (its siblings, at every
     /// level out), which it calls by name as helpers.
     pub enclosing_functions: Vec<&'a FunctionDef>,

@@ -144,6 +144,7 @@ impl<'s> Scope<'s> {
                     };
                     let enclosing = thread_local_objects(&f.body, self.cx.imports, "");
                     nested.thread_locals.extend(enclosing);
+                    nested.captured_names = bound_names(f);
                     self.gather_nested(&f.body, nested, out);
                 }
                 Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
@@ -178,6 +179,7 @@ impl<'s> Scope<'s> {
                     inner.enclosing_functions.extend(local_functions(&f.body));
                     let enclosing = thread_local_objects(&f.body, self.cx.imports, "");
                     inner.thread_locals.extend(enclosing);
+                    inner.captured_names.extend(bound_names(f));
                     self.gather_nested(&f.body, inner, out);
                 }
                 Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
@@ -267,6 +269,7 @@ impl<'s> Scope<'s> {
             device_forbidden,
             attr_text: info.attr_text.clone(),
             captured_lists: Vec::new(),
+            captured_names: Vec::new(),
             enclosing_functions: Vec::new(),
             thread_locals: self.visible_thread_locals(),
             summarizing: false,
@@ -347,6 +350,23 @@ fn constructor_strings(class: &ClassDef, constructions: &Constructions) -> Vec<(
         }
     }
     out
+}
+
+/// The names a function binds that its closures can see: its parameters (not `self`) and the
+/// names its own statements assign.
+fn bound_names(f: &FunctionDef) -> Vec<String> {
+    let params = f.params.iter().map(|p| p.name.clone());
+    let assigned = f.body.iter().flat_map(|s| match s {
+        Stmt::Assign { targets, .. } => targets
+            .iter()
+            .filter_map(|t| match t {
+                Expr::Name { id, .. } => Some(id.clone()),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    });
+    params.chain(assigned).filter(|n| n != "self").collect()
 }
 
 /// The names the statements (not their nested blocks) bind to `threading.local()`, an object

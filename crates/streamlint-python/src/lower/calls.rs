@@ -85,7 +85,9 @@ impl<'a> Lowerer<'a> {
                 let recv = self.duck_type(recv, receiver, attr, args, keywords.len());
                 self.method_call(recv, receiver, attr, args, keywords, span)
             }
-            Expr::Name { id, .. } if !self.env.contains_key(id.as_str()) => {
+            Expr::Name { id, .. }
+                if !self.env.contains_key(id.as_str()) && !self.is_captured(id) =>
+            {
                 let vals = self.eval_args(args, keywords);
                 if let Some((callee, summary)) = summarized {
                     self.apply_callee_summary(callee.def, summary, (args, keywords), &vals, span);

@@ -160,11 +160,22 @@ impl<'a> Lowerer<'a> {
         {
             return None;
         }
-        // Inside a callee from another scope, the body's local names mean nothing.
-        let in_own_scope = self.inline_stack.iter().all(|&(module, span)| {
+        (self.in_own_scope() && !is_generator(def)).then_some(def)
+    }
+
+    /// Is the code being lowered the body's own, or a local helper's (which sees the same
+    /// enclosing names)? Inside a callee from another scope, the body's local names mean nothing.
+    pub(super) fn in_own_scope(&self) -> bool {
+        self.inline_stack.iter().all(|&(module, span)| {
             module == self.home_module && self.local_functions.iter().any(|d| d.span == span)
-        });
-        (in_own_scope && !is_generator(def)).then_some(def)
+        })
+    }
+
+    /// Is `name` a parameter or local of an enclosing function, seen from a closure (`model` in
+    /// `def make(model): def step(x): return model(x)`)? A callable held there is the caller's
+    /// value, like a parameter, not a function of some other module.
+    pub(super) fn is_captured(&self, name: &str) -> bool {
+        self.captured_names.iter().any(|c| c == name) && self.in_own_scope()
     }
 
     /// Is `def` one of the body's local helpers (see `local_function`)?

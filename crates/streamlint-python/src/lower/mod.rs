@@ -249,6 +249,8 @@ pub struct Lowerer<'a> {
     global_streams: FxHashMap<(usize, String), StreamId>,
     /// Thread-local streams and the containers the threads share (see `per_thread`).
     per_thread: per_thread::PerThread,
+    /// See [`Role::captured_names`].
+    captured_names: Vec<String>,
 }
 
 impl<'a> Lowerer<'a> {
@@ -339,6 +341,7 @@ impl<'a> Lowerer<'a> {
             param_buffers: Vec::new(),
             global_streams: FxHashMap::default(),
             per_thread: per_thread::PerThread::new(&role),
+            captured_names: role.captured_names.clone(),
         };
         match def {
             Some(d) => {
