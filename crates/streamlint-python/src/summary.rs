@@ -8,6 +8,7 @@ use crate::api::{ApiCall, ApiModel};
 use crate::captures::{self, CapturedAttributes};
 use crate::names::Imports;
 use crate::syntax::{visit_exprs, Expr, FunctionDef, Stmt};
+use streamlint_graph::Span;
 
 /// What an attribute of `self` holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +74,13 @@ pub struct MethodSummary {
     /// Positions (after `self`) of the arguments whose host memory the method writes
     /// (`buf.np[i] = v` on a host/device pair it is given).
     pub writes_host_of: Vec<usize>,
+    /// Host attributes the method fills with a non-blocking copy from the device
+    /// (`self.ids_cpu.copy_(ids, non_blocking=True)`, `self.out = t.to("cpu", non_blocking=True)`),
+    /// with the stream the copy runs on (empty: the caller's current stream) and where: the host
+    /// may read them only once that copy is waited for.
+    pub fills_from_device: Vec<(String, String, Span)>,
+    /// The method waits for the whole device on the host (`torch.cuda.synchronize()`).
+    pub syncs_device: bool,
 }
 
 impl MethodSummary {
@@ -141,6 +149,38 @@ impl ClassSummary {
         summary.resolve_event_syncs(&recorded_on);
         summary.event_streams = recorded_on;
         summary
+    }
+
+    /// The copy from the device another method than `except` leaves pending in host attribute
+    /// `attr` (it does not wait for it on the host itself): its stream and place.
+    pub fn pending_fill(&self, attr: &str, except: &str) -> Option<(&str, Span)> {
+        // An attribute some method points at device memory is not known to be host memory.
+        let on_device = self.methods.values().any(|m| {
+            m.assigns
+                .iter()
+                .any(|(a, kind)| a == attr && !matches!(kind, AttrKind::Host { .. }))
+        });
+        if on_device {
+            return None;
+        }
+        self.methods
+            .iter()
+            .filter(|(name, _)| *name != except)
+            .flat_map(|(_, m)| {
+                m.fills_from_device
+                    .iter()
+                    .filter(|(a, s, _)| a == attr && !m.syncs_device && !m.syncs.contains(s))
+            })
+            .map(|(_, s, span)| (s.as_str(), *span))
+            .min_by_key(|(_, span)| span.start)
+    }
+
+    /// Does some method other than `except` wait on the host for `stream` (directly or through
+    /// an event recorded on it)?
+    pub fn synced_elsewhere(&self, stream: &str, except: &str) -> bool {
+        self.methods
+            .iter()
+            .any(|(name, m)| name != except && (m.syncs_device || m.syncs.contains(stream)))
     }
 
     /// Does some method other than `except` make the current stream wait on `stream`?
@@ -256,12 +296,19 @@ impl Scan<'_> {
                         self.method.waits_on.extend(streams.collect::<Vec<_>>());
                     }
                 }
+                // A context manager the model does not know, given streams, is taken to make
+                // the first of them current (`with stream(copy_stream, main_stream):`).
+                let stream_named = |e: &Expr| {
+                    e.dotted()
+                        .filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream")))
+                };
                 let pushed = items
                     .iter()
                     .filter_map(|i| match (&i.context, self.call_kind(&i.context)) {
                         (Expr::Call { args, .. }, Some(ApiCall::StreamContext)) => {
                             args.first().and_then(Expr::dotted)
                         }
+                        (Expr::Call { args, .. }, None) => args.first().and_then(stream_named),
                         _ => None,
                     })
                     .collect::<Vec<_>>();
@@ -338,6 +385,13 @@ impl Scan<'_> {
                 Some(AttrKind::Event)
             }
             _ if is_method_call(value, "pin_memory") => Some(AttrKind::Host { pinned: true }),
+            // A non-blocking copy to the host lands in pinned memory, filled on the stream.
+            _ if !cache && copies_to_host_async(value) => {
+                let stream = self.with_streams.last().cloned().unwrap_or_default();
+                let fill = (attr.clone(), stream, value.span());
+                self.method.fills_from_device.push(fill);
+                Some(AttrKind::Host { pinned: true })
+            }
             _ if crate::api::makes_host_device_pair(value) => Some(AttrKind::Host { pinned: true }),
             Some(ApiCall::TensorFactory | ApiCall::TensorFromData) if makes_host_tensor(value) => {
                 Some(AttrKind::Host {
@@ -413,8 +467,26 @@ impl Scan<'_> {
                 }
             }
             "synchronize" => {
-                if let Some(s) = receiver.dotted() {
+                if self.is_current_stream(receiver) {
+                    // The caller's current stream, spelled as an empty stream name.
+                    self.method.syncs.insert(String::new());
+                } else if self.call_kind(expr) == Some(ApiCall::DeviceSynchronize) {
+                    self.method.syncs_device = true;
+                } else if let Some(s) = receiver.dotted() {
                     self.method.syncs.insert(s);
+                }
+            }
+            "copy_" if keyword_true(expr, "non_blocking") => {
+                // `self.ids_cpu[:n].copy_(ids, non_blocking=True)`: a fill of the attribute, from
+                // the device when the attribute is host memory.
+                let mut target = receiver.as_ref();
+                while let Expr::Subscript { value, .. } = target {
+                    target = value;
+                }
+                if let Some(attr) = target.dotted().filter(|d| d.starts_with("self.")) {
+                    let stream = self.with_streams.last().cloned().unwrap_or_default();
+                    let fill = (attr, stream, expr.span());
+                    self.method.fills_from_device.push(fill);
                 }
             }
             "copy_to_gpu" => {
@@ -423,11 +495,13 @@ impl Scan<'_> {
                 }
             }
             "record" => {
-                // `self.done.record(self.copy_stream)` / `.record()` inside a stream block.
-                let stream = args
-                    .first()
-                    .and_then(Expr::dotted)
-                    .or_else(|| self.with_streams.last().cloned());
+                // `self.done.record(self.copy_stream)` / `.record()` inside a stream block; the
+                // caller's current stream (an empty name) outside any.
+                let stream = match args.first() {
+                    Some(arg) if self.is_current_stream(arg) => Some(String::new()),
+                    Some(arg) => arg.dotted(),
+                    None => Some(self.with_streams.last().cloned().unwrap_or_default()),
+                };
                 if let (Some(event), Some(stream)) = (receiver.dotted(), stream) {
                     self.recorded_on.insert(event, stream);
                 }
@@ -435,6 +509,20 @@ impl Scan<'_> {
             _ => {}
         }
     }
+}
+
+/// `t.to("cpu", non_blocking=True)` (or `device="cpu"`): a copy to the host the host must wait
+/// for.
+fn copies_to_host_async(value: &Expr) -> bool {
+    let Expr::Call { args, keywords, .. } = value else {
+        return false;
+    };
+    let device = args.first().or_else(|| Expr::keyword(keywords, "device"));
+    is_method_call(value, "to")
+        && keyword_true(value, "non_blocking")
+        && device
+            .and_then(Expr::as_str)
+            .is_some_and(|d| d.starts_with("cpu"))
 }
 
 /// A factory call that makes a CPU tensor: no `device=`, or `device="cpu"` (not `*_like`, which

@@ -134,7 +134,11 @@ impl<'a> Lowerer<'a> {
                 let e = self.attribute_event(dotted);
                 // Recorded by another method after what it stages: known as recorded at entry.
                 if let Some(stream) = self.class?.event_streams.get(dotted).cloned() {
-                    let s = self.named_stream(&stream);
+                    let s = if stream.is_empty() {
+                        self.b.ambient()
+                    } else {
+                        self.named_stream(&stream)
+                    };
                     self.entry_ops.push((
                         OpKind::RecordEvent {
                             event: e,
@@ -153,14 +157,36 @@ impl<'a> Lowerer<'a> {
                 };
                 let buf = self.attribute_buffer(dotted, memory);
                 let ambient = self.b.ambient();
-                self.entry_ops.push((
-                    OpKind::Produce {
-                        buffer: buf,
-                        stream: ambient,
-                        how: Production::Host,
-                    },
-                    span,
-                ));
+                let class = self.class?;
+                let Some((stream, filled_at)) = class.pending_fill(dotted, &self.method) else {
+                    self.entry_ops.push((
+                        OpKind::Produce {
+                            buffer: buf,
+                            stream: ambient,
+                            how: Production::Host,
+                        },
+                        span,
+                    ));
+                    return Some(Value::Tensors(vec![buf]));
+                };
+                // Another method left a copy from the device landing in it.
+                let s = if stream.is_empty() {
+                    ambient
+                } else {
+                    self.named_stream(stream)
+                };
+                let how = Production::DeviceToHost { non_blocking: true };
+                let fill = OpKind::Produce {
+                    buffer: buf,
+                    stream: s,
+                    how,
+                };
+                self.entry_ops.push((fill, filled_at));
+                if class.synced_elsewhere(stream, &self.method) {
+                    // A third method waits for it on the host: assume the caller calls it first.
+                    self.entry_ops
+                        .push((OpKind::SyncStream { stream: s }, span));
+                }
                 Value::Tensors(vec![buf])
             }
             AttrKind::Tensor { stream, .. } if stream.is_empty() => {
