@@ -88,6 +88,11 @@ pub enum StreamOrigin {
     /// thread's copy with another's. Values other threads put in a container the threads share
     /// were made on it.
     OtherThread,
+    /// The process group's own stream, on which an asynchronous collective (`async_op=True`,
+    /// `isend`, `irecv`) reads and writes its tensors after waiting for the stream that launched
+    /// it: only the work handle's `wait()` orders later work after it. `expr` is the handle's
+    /// name, empty when the call's result is not kept.
+    Collective,
     /// Any other stream-valued expression.
     Unknown,
 }

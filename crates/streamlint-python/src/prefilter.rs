@@ -14,7 +14,8 @@ enum Word {
     /// `tream`, the heart of every stream API (`Stream(`, `wait_stream(`, `with stream:`).
     StreamCall,
     /// Identifiers without which text cannot hold code any rule looks at, counted alone:
-    /// `Event` (not inside `EventType` or `KVCacheEvent`), `non_blocking` and `copy_to_gpu`.
+    /// `Event` (not inside `EventType` or `KVCacheEvent`), `non_blocking`, `copy_to_gpu`, and
+    /// the asynchronous collectives' `async_op`, `isend` and `irecv`.
     Identifier,
     /// The project's own API names (`my_lib.keep_alive` → `keep_alive`).
     Configured,
@@ -36,6 +37,10 @@ const WORDS: &[(&str, Word)] = &[
     ("DataLoader", Word::DataLoading),
     // A host/device buffer pair's non-blocking copy (`api::makes_host_device_pair`).
     ("copy_to_gpu", Word::Identifier),
+    // Collectives that run on the process group's stream until their handle is waited on.
+    ("async_op", Word::Identifier),
+    ("isend", Word::Identifier),
+    ("irecv", Word::Identifier),
     ("pin_memory", Word::Pinned),
     ("yield", Word::Yield),
     ("saved_tensors_hooks", Word::SavedTensorHooks),

@@ -237,8 +237,11 @@ impl<'b> Context<'b> {
     /// current stream), and only in a language that has a current stream.
     fn spellable(&self, s: StreamId, current: Option<StreamId>) -> bool {
         let stream = self.body.stream(s);
-        if stream.origin == StreamOrigin::OtherThread {
-            // Another thread's copy of a stream: no code here can name it.
+        if matches!(
+            stream.origin,
+            StreamOrigin::OtherThread | StreamOrigin::Collective
+        ) {
+            // Another thread's copy of a stream, a process group's: no code here can name it.
             return false;
         }
         let named = stream.origin != StreamOrigin::Ambient || stream.span.is_some();

@@ -133,8 +133,13 @@ impl MissingStreamWait {
         races.retain(|(s, _)| !cx.is_temporary(*s) && !cx.stream_ended(state, *s));
         if matches!(op.kind, OpKind::Escape { .. }) {
             // Writes covered by an event handed over with the value are the receiver's to wait
-            // for (`return out, done`).
-            races.retain(|(s, a)| !cx.is_callers_stream(*s) && !state.handed_off(*a));
+            // for (`return out, done`); so is an asynchronous collective, whose work handle
+            // whoever keeps it waits on.
+            races.retain(|(s, a)| {
+                !cx.is_callers_stream(*s)
+                    && !state.handed_off(*a)
+                    && cx.body.stream(*s).origin != StreamOrigin::Collective
+            });
         }
         // Raw work through a guarded pointer: a guard dropped early (SL010) or taken for the
         // wrong stream (SL002) is the root cause.
@@ -187,6 +192,8 @@ impl MissingStreamWait {
         } else if allocated {
             // Taking memory queues no work: the race is with the block's previous owner.
             format!("`{name}` is {} on {c} but its memory was taken on {p} after work {c} did not wait for: the block's previous owner on {p} may still be using it{contract}", if write { "written" } else { "read" })
+        } else if cx.body.stream(producer).origin == StreamOrigin::Collective {
+            format!("`{name}` is {} on {c} while an asynchronous collective may still be {} it: nothing waits on its work handle before this use", if write { "written" } else { "read" }, if raw { "writing" } else { "reading" })
         } else if raw && cx.body.stream(producer).origin == StreamOrigin::OtherThread {
             let own = format!("`{}`", cx.body.stream(producer).expr);
             format!("`{name}` may be an item another thread put there, written on that thread's own {own}: it is {} on {c} with nothing ordering {c} after the other thread's work", if write { "written" } else { "read" })
@@ -298,6 +305,14 @@ fn wait_help(cx: &Context<'_>, race: &Race, at: OpId) -> String {
     };
     let ambient = cx.body.ambient;
     let place = cx.place(at);
+    if cx.body.stream(producer).origin == StreamOrigin::Collective {
+        let handle = &cx.body.stream(producer).expr;
+        return if handle.is_empty() {
+            "keep the work handle the collective returns (`work = dist.all_reduce(..., async_op=True)`) and call `work.wait()` before this use: until then the collective runs on the process group's stream, in parallel with the current one".to_string()
+        } else {
+            format!("call `{handle}.wait()` before this use: until then the collective runs on the process group's stream, in parallel with {c}")
+        };
+    }
     if cx.body.stream(producer).origin == StreamOrigin::OtherThread {
         let own = &cx.body.stream(producer).expr;
         let name = cx.buffer_name(buffer);

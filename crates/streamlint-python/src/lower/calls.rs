@@ -192,6 +192,33 @@ impl<'a> Lowerer<'a> {
         self.produce(span, &name, Memory::Device, how)
     }
 
+    /// The stream asynchronous collectives run on (see [`StreamOrigin::Collective`]): one for
+    /// the body, as a process group runs its collectives one after the other. Known by the name
+    /// their work handles are bound to, while they share one.
+    fn collective_stream(&mut self) -> StreamId {
+        let handle = self.binding.clone().unwrap_or_default();
+        let known = self
+            .b
+            .body()
+            .streams
+            .iter()
+            .position(|s| s.origin == StreamOrigin::Collective);
+        if let Some(i) = known {
+            let stream = StreamId(i as u32);
+            if self.b.body().stream(stream).expr != handle {
+                self.b.stream_mut(stream).expr = String::new();
+            }
+            return stream;
+        }
+        self.b.add_stream(Stream {
+            display: "the process group's stream".into(),
+            expr: handle,
+            origin: StreamOrigin::Collective,
+            span: None,
+            home: None,
+        })
+    }
+
     /// `self.m(..)` for a method of this class: its effects on the object's attributes.
     pub(super) fn self_method_call(
         &mut self,
@@ -596,16 +623,70 @@ impl<'a> Lowerer<'a> {
                 let firsts: Vec<Value> = vals.iter().take(tensor_args).cloned().collect();
                 self.confirm(&firsts);
                 let tensors = self.tensor_buffers(&vals);
-                self.read_all(&tensors, span);
-                self.write_all(&tensors, span);
-                if !is_true(Expr::keyword(keywords, "async_op")) {
+                let function = qualified.rsplit('.').next().unwrap_or(qualified);
+                // Asynchronous where the code says so in so many words (a flag passed on may
+                // be false at every call).
+                let asynchronous = matches!(
+                    Expr::keyword(keywords, "async_op"),
+                    Some(Expr::Constant {
+                        value: Constant::Bool(true),
+                        ..
+                    })
+                ) || matches!(function, "isend" | "irecv");
+                if !asynchronous {
+                    self.read_all(&tensors, span);
+                    self.write_all(&tensors, span);
                     return Value::Unknown;
                 }
+                // The tensors it sends and fills, by position or by name, where the code names
+                // them: the items of a list (`bufs[i]`) are one value, which a collective on one
+                // of them would tie to all the others.
+                let named_value = |e: &Expr| e.dotted().is_some();
+                let positional = args
+                    .iter()
+                    .zip(&vals)
+                    .take(tensor_args)
+                    .filter(|(e, _)| named_value(e))
+                    .map(|(_, v)| v.clone());
+                let named = keywords
+                    .iter()
+                    .zip(&vals[args.len()..])
+                    .filter(|(k, _)| {
+                        matches!(
+                            k.name.as_deref(),
+                            Some("tensor" | "input" | "output" | "input_tensor" | "output_tensor")
+                        ) && named_value(&k.value)
+                    })
+                    .map(|(_, v)| v.clone());
+                let given: Vec<Value> = positional.chain(named).collect();
+                let tensors: Vec<BufferId> = self
+                    .tensor_buffers(&given)
+                    .into_iter()
+                    .filter(|&b| !self.b.body().buffer(b).name.ends_with("[…]"))
+                    .collect();
+                let launched = self.current;
+                let collective = self.collective_stream();
+                self.b.push(
+                    OpKind::WaitStream {
+                        waiter: collective,
+                        waitee: launched,
+                    },
+                    span,
+                );
+                self.current = collective;
+                // A send only reads its tensor, a receive only writes it.
+                if function != "irecv" {
+                    self.read_all(&tensors, span);
+                }
+                if function != "isend" {
+                    self.write_all(&tensors, span);
+                }
+                self.current = launched;
                 // The process group keeps the tensors alive until the work completes.
                 for v in &vals {
                     self.escape(v, EscapeKind::Container, span);
                 }
-                Value::Work(self.current)
+                Value::Work(vec![collective])
             }
             ApiCall::DataParallelWrap => self.data_parallel_wrap(args, keywords, span),
             ApiCall::GraphCapture => {
@@ -806,18 +887,16 @@ impl<'a> Lowerer<'a> {
                 drop(vals);
                 Value::Unknown
             }
-            Value::Work(launched) => {
+            Value::Work(collectives) => {
                 self.eval_args(args, keywords);
-                // `work.wait()` makes the current stream wait for the collective, which itself
-                // waited for the stream it was launched from.
-                if method == "wait" && launched != self.current {
-                    self.b.push(
-                        OpKind::WaitStream {
-                            waiter: self.current,
-                            waitee: launched,
-                        },
-                        span,
-                    );
+                // `work.wait()` makes the current stream wait for the collectives.
+                if method == "wait" {
+                    for waitee in collectives {
+                        if waitee != self.current {
+                            let waiter = self.current;
+                            self.b.push(OpKind::WaitStream { waiter, waitee }, span);
+                        }
+                    }
                 }
                 Value::Unknown
             }

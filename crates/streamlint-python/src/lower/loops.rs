@@ -321,6 +321,14 @@ impl<'a> Lowerer<'a> {
                 Value::Group(
                     (0..width)
                         .map(|k| {
+                            // `for work, out in inflight: work.wait()`: the handles at k.
+                            let handles = items.iter().filter_map(|i| match i {
+                                Value::Group(g) if matches!(g[k], Value::Work(_)) => Some(&g[k]),
+                                _ => None,
+                            });
+                            if let Some(all) = handles.cloned().reduce(|a, b| a.merge(&b)) {
+                                return all;
+                            }
                             let mut held: Vec<BufferId> = items
                                 .iter()
                                 .flat_map(|i| match i {
@@ -335,6 +343,11 @@ impl<'a> Lowerer<'a> {
                         .collect(),
                 )
             }
+            // `for h in handles: h.wait()`: the handles of the collectives launched into it.
+            Value::Group(items) if items.iter().any(|i| matches!(i, Value::Work(_))) => items
+                .iter()
+                .filter(|i| matches!(i, Value::Work(_)))
+                .fold(Value::Work(Vec::new()), |all, w| all.merge(w)),
             Value::Tensors(_) | Value::Group(_) => Value::tensors(it.buffers()),
             Value::Param(_) | Value::Unknown => {
                 // Elements of one caller container are one value, however many loops visit it

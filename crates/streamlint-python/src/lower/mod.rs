@@ -204,6 +204,8 @@ pub struct Lowerer<'a> {
     entry_ops: Vec<(OpKind, Span)>,
     /// Buffers some site has produced already: only those can have a previous instance.
     produced: FxHashSet<BufferId>,
+    /// The instances moved aside so far, in order: (buffer, previous instance).
+    carried: Vec<(BufferId, BufferId)>,
     /// How many times each buffer was bound to a name (never decreases; see `bind`).
     placements: FxHashMap<BufferId, u32>,
     /// Lowering a loop body only to learn what its names hold at the end of an iteration.
@@ -317,6 +319,7 @@ impl<'a> Lowerer<'a> {
             unplaced: FxHashSet::default(),
             entry_ops: Vec::new(),
             produced: FxHashSet::default(),
+            carried: Vec::new(),
             placements: FxHashMap::default(),
             flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
             flag_splits: 0,
@@ -616,6 +619,12 @@ impl<'a> Lowerer<'a> {
         }
         let b = self.b.body().buffer(buffer).clone();
         let previous = self.buffer_at(span, "previous", &b.name, b.memory, b.owner);
+        self.carry(buffer, previous, span);
+        self.carried.push((buffer, previous));
+    }
+
+    /// The instance of `buffer` the names hold is `previous` from here on, with its accesses.
+    fn carry(&mut self, buffer: BufferId, previous: BufferId, span: Span) {
         for part in [CarriedAccesses::Writes, CarriedAccesses::Reads] {
             let carry = OpKind::Carry {
                 from: buffer,
@@ -639,6 +648,25 @@ impl<'a> Lowerer<'a> {
         }
         // Every holder of `buffer` now holds the previous instance: take it as shared.
         self.placements.insert(previous, 2);
+    }
+
+    /// A branch of an `if` made new instances (`carried`) that the other branch, which ends
+    /// here, did not (`own`): its names still hold the old instances, so they are moved to the
+    /// same previous buffers. After the join a name then holds the previous instance whichever
+    /// way the code went, and the new instance's accesses are never taken for the old one's
+    /// (`weight = full` above `if more: nxt = new_empty(..)`, with `full = nxt` at the end of
+    /// each iteration of the loop).
+    fn carry_as_the_other_branch(
+        &mut self,
+        carried: &[(BufferId, BufferId)],
+        own: &[(BufferId, BufferId)],
+        span: Span,
+    ) {
+        for &(buffer, previous) in carried {
+            if !own.contains(&(buffer, previous)) && self.env.values().any(|v| v.holds(buffer)) {
+                self.carry(buffer, previous, span);
+            }
+        }
     }
 
     /// PyTorch's blocking copies between host and device end with a synchronize of the

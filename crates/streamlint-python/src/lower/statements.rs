@@ -111,14 +111,24 @@ impl<'a> Lowerer<'a> {
                 let from = self.b.current();
                 let before = self.env.clone();
                 let before_current = self.current;
+                let carried_before = self.carried.len();
                 self.branch(from);
                 self.stmts(body);
-                let (then_end, then_env) =
-                    (self.b.current(), std::mem::replace(&mut self.env, before));
+                let then_carried = self.carried[carried_before..].to_vec();
+                let then_env = std::mem::replace(&mut self.env, before);
                 let then_current = std::mem::replace(&mut self.current, before_current);
+                let then_end = self.b.current();
                 self.branch(from);
                 self.stmts(orelse);
+                let else_carried = self.carried[carried_before + then_carried.len()..].to_vec();
+                // The new instances each branch made, made at the other's end as well.
+                self.carry_as_the_other_branch(&then_carried, &else_carried, *span);
                 let else_end = self.b.current();
+                let else_env = std::mem::replace(&mut self.env, then_env);
+                self.b.switch_to(then_end);
+                self.carry_as_the_other_branch(&else_carried, &then_carried, *span);
+                let then_end = self.b.current();
+                let then_env = std::mem::replace(&mut self.env, else_env);
                 // A stream set on one branch only (a first call making its own stream current)
                 // is not known to be current after the `if`: keep the one before it.
                 if then_current != self.current {

@@ -18,8 +18,9 @@ pub(super) enum Value {
     Event(EventId),
     /// `t.untyped_storage()`.
     Storage(Vec<BufferId>),
-    /// The handle of an asynchronous collective launched while this stream was current.
-    Work(StreamId),
+    /// The handle of an asynchronous collective (of several, kept in one list), by the streams
+    /// the collectives run on: its `wait()` orders the current stream after each.
+    Work(Vec<StreamId>),
     /// A tuple, list or dict literal.
     Group(Vec<Value>),
     /// The constant `None`.
@@ -120,6 +121,12 @@ impl Value {
             (a, b) if a == b => a.clone(),
             // `x = None` on one path: what the other path bound may still be there.
             (Value::None, known) | (known, Value::None) => known.clone(),
+            // Handles of collectives launched at different places.
+            (Value::Work(a), Value::Work(b)) => {
+                let mut all = a.clone();
+                all.extend(b.iter().filter(|s| !a.contains(s)));
+                Value::Work(all)
+            }
             // A tensor on one path and something untracked on the other: the tensor may be there.
             (t @ (Value::Tensors(_) | Value::Param(_)), Value::Unknown)
             | (Value::Unknown, t @ (Value::Tensors(_) | Value::Param(_))) => t.clone(),
