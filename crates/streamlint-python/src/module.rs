@@ -202,7 +202,7 @@ impl<'s> Scope<'s> {
             || self.cx.prefilter.admits(text)
             || role.class.is_some_and(|class| {
                 class.attrs.iter().any(|(attr, kind)| {
-                    kind.carries_stream_state()
+                    (kind.carries_stream_state() || class.written_on_a_stream(attr))
                         && memchr::memmem::find(text, attr.as_bytes()).is_some()
                 })
             });

@@ -81,6 +81,13 @@ pub struct MethodSummary {
     pub fills_from_device: Vec<(String, String, Span)>,
     /// The method waits for the whole device on the host (`torch.cuda.synchronize()`).
     pub syncs_device: bool,
+    /// Tensor attributes the method writes in place inside a block of a stream of the object
+    /// (`self.k[slot].copy_(k, non_blocking=True)` under `with torch.cuda.stream(self.copy)`),
+    /// with that stream and where.
+    pub writes_in_place: Vec<(String, String, Span)>,
+    /// The method makes a stream of its own (a warm-up stream before a graph capture): setup
+    /// code, which runs before the methods that keep the object's streams busy.
+    pub makes_streams: bool,
 }
 
 impl MethodSummary {
@@ -170,6 +177,32 @@ impl ClassSummary {
                 m.fills_from_device
                     .iter()
                     .filter(|(a, s, _)| a == attr && !m.syncs_device && !m.syncs.contains(s))
+            })
+            .map(|(_, s, span)| (s.as_str(), *span))
+            .min_by_key(|(_, span)| span.start)
+    }
+
+    /// Does some method write attribute `attr` in place inside a stream block?
+    pub fn written_on_a_stream(&self, attr: &str) -> bool {
+        self.methods
+            .values()
+            .any(|m| m.writes_in_place.iter().any(|(a, ..)| a == attr))
+    }
+
+    /// The stream another method than `except` writes tensor attribute `attr` in place on,
+    /// without ordering the current stream after it itself: the write may still be pending when
+    /// another method starts (not setup code, see [`MethodSummary::makes_streams`]).
+    pub fn written_in_place_elsewhere(&self, attr: &str, except: &str) -> Option<(&str, Span)> {
+        if self.methods.get(except).is_some_and(|m| m.makes_streams) {
+            return None;
+        }
+        self.methods
+            .iter()
+            .filter(|(name, _)| *name != except)
+            .flat_map(|(_, m)| {
+                m.writes_in_place
+                    .iter()
+                    .filter(|(a, s, _)| a == attr && !m.orders(s) && !m.syncs_device)
             })
             .map(|(_, s, span)| (s.as_str(), *span))
             .min_by_key(|(_, span)| span.start)
@@ -268,6 +301,9 @@ impl Scan<'_> {
     fn stmt(&mut self, stmt: &Stmt) {
         match stmt {
             Stmt::Assign { targets, value, .. } => {
+                if self.call_kind(value) == Some(ApiCall::StreamFactory) {
+                    self.method.makes_streams = true;
+                }
                 for t in targets {
                     if let Expr::Name { id, .. } = t {
                         if self.is_current_stream(value) {
@@ -476,17 +512,22 @@ impl Scan<'_> {
                     self.method.syncs.insert(s);
                 }
             }
-            "copy_" if keyword_true(expr, "non_blocking") => {
-                // `self.ids_cpu[:n].copy_(ids, non_blocking=True)`: a fill of the attribute, from
-                // the device when the attribute is host memory.
-                let mut target = receiver.as_ref();
-                while let Expr::Subscript { value, .. } = target {
-                    target = value;
+            name if name.ends_with('_') && crate::api::TENSOR_METHODS.contains(&name) => {
+                let target = attribute_written(receiver);
+                if name == "copy_" && keyword_true(expr, "non_blocking") {
+                    // `self.ids_cpu[:n].copy_(ids, non_blocking=True)`: a fill of the attribute,
+                    // from the device when the attribute is host memory.
+                    if let Some(attr) = target.clone() {
+                        let stream = self.with_streams.last().cloned().unwrap_or_default();
+                        let fill = (attr, stream, expr.span());
+                        self.method.fills_from_device.push(fill);
+                    }
                 }
-                if let Some(attr) = target.dotted().filter(|d| d.starts_with("self.")) {
-                    let stream = self.with_streams.last().cloned().unwrap_or_default();
-                    let fill = (attr, stream, expr.span());
-                    self.method.fills_from_device.push(fill);
+                // On a stream of the object's: one every method can name.
+                let stream = self.with_streams.last().filter(|s| s.starts_with("self."));
+                if let (Some(attr), Some(stream)) = (target, stream) {
+                    let write = (attr, stream.clone(), expr.span());
+                    self.method.writes_in_place.push(write);
                 }
             }
             "copy_to_gpu" => {
@@ -509,6 +550,15 @@ impl Scan<'_> {
             _ => {}
         }
     }
+}
+
+/// The attribute of `self` a method call on `receiver` writes in place (`self.k[slot]`: `self.k`).
+fn attribute_written(receiver: &Expr) -> Option<String> {
+    let mut target = receiver;
+    while let Expr::Subscript { value, .. } = target {
+        target = value;
+    }
+    target.dotted().filter(|d| d.starts_with("self."))
 }
 
 /// `t.to("cpu", non_blocking=True)` (or `device="cpu"`): a copy to the host the host must wait

@@ -145,7 +145,11 @@ impl<'a> Lowerer<'a> {
 
     pub(super) fn eval_args(&mut self, args: &[Expr], keywords: &[Keyword]) -> Vec<Value> {
         let mut vals: Vec<Value> = args.iter().map(|a| self.eval(a)).collect();
-        vals.extend(keywords.iter().map(|k| self.eval(&k.value)));
+        for k in keywords {
+            let outer = self.keyword_value.replace(k.value.span());
+            vals.push(self.eval(&k.value));
+            self.keyword_value = outer;
+        }
         vals
     }
 

@@ -36,6 +36,7 @@ impl<'a> Lowerer<'a> {
                         if *op == Operator::MatMul {
                             self.confirm(&vals);
                         } else if self.current != self.b.ambient()
+                            && self.keyword_value != Some(*span)
                             && operands.iter().zip(&vals).all(|(o, v)| {
                                 matches!(v, Value::Param(_) | Value::Tensors(_))
                                     || matches!(
@@ -50,7 +51,8 @@ impl<'a> Lowerer<'a> {
                             // A side-stream block is there to enqueue device work: arithmetic
                             // there on arguments, tensors and numbers only (`y = x * 2`,
                             // `(images - mean) / std`) is; `items + more` on lists is not
-                            // told apart from it otherwise.
+                            // told apart from it otherwise. Not a keyword's value, which is a
+                            // scalar option nearly always (`add_(p, alpha=1 - decay)`).
                             self.confirm_arguments(&vals);
                         }
                         if !vals.iter().any(|v| self.is_tensor(v)) {

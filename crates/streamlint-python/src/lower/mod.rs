@@ -206,6 +206,8 @@ pub struct Lowerer<'a> {
     produced: FxHashSet<BufferId>,
     /// The instances moved aside so far, in order: (buffer, previous instance).
     carried: Vec<(BufferId, BufferId)>,
+    /// The keyword argument's value being evaluated, if one is.
+    keyword_value: Option<Span>,
     /// How many times each buffer was bound to a name (never decreases; see `bind`).
     placements: FxHashMap<BufferId, u32>,
     /// Lowering a loop body only to learn what its names hold at the end of an iteration.
@@ -320,6 +322,7 @@ impl<'a> Lowerer<'a> {
             entry_ops: Vec::new(),
             produced: FxHashSet::default(),
             carried: Vec::new(),
+            keyword_value: None,
             placements: FxHashMap::default(),
             flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
             flag_splits: 0,
@@ -381,9 +384,14 @@ impl<'a> Lowerer<'a> {
                 unique.push((kind, span));
             }
         }
-        let (mut entry_ops, ordering): (Vec<_>, Vec<_>) = unique
+        // Writes left pending by other methods come before the events recorded after them.
+        let (mut entry_ops, rest): (Vec<_>, Vec<_>) = unique
             .into_iter()
             .partition(|(k, _)| matches!(k, OpKind::Produce { .. }));
+        let (writes, ordering): (Vec<_>, Vec<_>) = rest
+            .into_iter()
+            .partition(|(k, _)| matches!(k, OpKind::Write { .. }));
+        entry_ops.extend(writes);
         entry_ops.extend(ordering);
         l.b.prepend_to_entry(entry_ops);
         l.b.finish()

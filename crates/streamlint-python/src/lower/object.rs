@@ -200,6 +200,32 @@ impl<'a> Lowerer<'a> {
                     },
                     span,
                 ));
+                let class = self.class?;
+                if let Some((stream, written_at)) =
+                    class.written_in_place_elsewhere(dotted, &self.method)
+                {
+                    // Another method writes it in place on a side stream and leaves that
+                    // write for whoever uses it next to wait for.
+                    let s = self.named_stream(stream);
+                    let write = OpKind::Write {
+                        buffer: buf,
+                        stream: s,
+                    };
+                    self.entry_ops.push((write, written_at));
+                    let waits_here = class
+                        .methods
+                        .get(&self.method)
+                        .is_some_and(|m| m.orders(stream));
+                    if !waits_here && class.waited_elsewhere(stream, &self.method) {
+                        // A third method orders the current stream after it: assume the caller
+                        // calls it first.
+                        let wait = OpKind::WaitStream {
+                            waiter: ambient,
+                            waitee: s,
+                        };
+                        self.entry_ops.push((wait, span));
+                    }
+                }
                 Value::Tensors(vec![buf])
             }
             AttrKind::Tensor { stream, transfer } => {
