@@ -135,16 +135,22 @@ impl<'s> Scope<'s> {
             match s {
                 Stmt::Def(f) => {
                     self.gather_def(f, self.role(f), out);
-                    let mut nested = Role {
-                        class: self.class.map(|(_, info)| &info.summary),
-                        captured_lists: list_literals(&f.body),
-                        enclosing_functions: local_functions(&f.body),
-                        thread_locals: self.visible_thread_locals(),
-                        ..Role::default()
+                    let enclosing_functions = local_functions(&f.body);
+                    // What closures see of the function, read only where it has some.
+                    let nested = if enclosing_functions.is_empty() {
+                        Role::default()
+                    } else {
+                        let mut thread_locals = self.visible_thread_locals();
+                        thread_locals.extend(thread_local_objects(&f.body, self.cx.imports, ""));
+                        Role {
+                            class: self.class.map(|(_, info)| &info.summary),
+                            captured_lists: list_literals(&f.body),
+                            captured_names: bound_names(f),
+                            enclosing_functions,
+                            thread_locals,
+                            ..Role::default()
+                        }
                     };
-                    let enclosing = thread_local_objects(&f.body, self.cx.imports, "");
-                    nested.thread_locals.extend(enclosing);
-                    nested.captured_names = bound_names(f);
                     self.gather_nested(&f.body, nested, out);
                 }
                 Stmt::Class(c) => self.in_class(c).gather(&c.body, out),

@@ -15,8 +15,11 @@ enum Word {
     StreamCall,
     /// Identifiers without which text cannot hold code any rule looks at, counted alone:
     /// `Event` (not inside `EventType` or `KVCacheEvent`), `non_blocking`, `copy_to_gpu`, and
-    /// the asynchronous collectives' `async_op`, `isend` and `irecv`.
+    /// the asynchronous collectives' `async_op=True`.
     Identifier,
+    /// A function reached through its module (`.isend`, `.irecv`: `dist.isend(..)`), counted
+    /// where the name ends: the dot keeps the scan from stopping at `direct` and `raise`.
+    Qualified,
     /// The project's own API names (`my_lib.keep_alive` → `keep_alive`).
     Configured,
     /// Datasets and data loaders, also inside longer names (`IterableDataset`): their code may
@@ -37,10 +40,11 @@ const WORDS: &[(&str, Word)] = &[
     ("DataLoader", Word::DataLoading),
     // A host/device buffer pair's non-blocking copy (`api::makes_host_device_pair`).
     ("copy_to_gpu", Word::Identifier),
-    // Collectives that run on the process group's stream until their handle is waited on.
-    ("async_op", Word::Identifier),
-    ("isend", Word::Identifier),
-    ("irecv", Word::Identifier),
+    // Collectives that run on the process group's stream until their handle is waited on (a
+    // flag passed on, `async_op=async_op`, is not taken as asynchronous).
+    ("async_op=True", Word::Identifier),
+    (".isend", Word::Qualified),
+    (".irecv", Word::Qualified),
     ("pin_memory", Word::Pinned),
     ("yield", Word::Yield),
     ("saved_tensors_hooks", Word::SavedTensorHooks),
@@ -101,7 +105,11 @@ impl Prefilter {
         self.scan(text).any(|(word, _)| {
             matches!(
                 word,
-                Word::StreamCall | Word::Identifier | Word::Configured | Word::DataLoading
+                Word::StreamCall
+                    | Word::Identifier
+                    | Word::Qualified
+                    | Word::Configured
+                    | Word::DataLoading
             )
         })
     }
@@ -112,7 +120,9 @@ impl Prefilter {
         let mut found = Found::default();
         for (word, at) in self.scan(text) {
             let list = match word {
-                Word::StreamCall | Word::Identifier | Word::Configured => &mut found.stream_code,
+                Word::StreamCall | Word::Identifier | Word::Qualified | Word::Configured => {
+                    &mut found.stream_code
+                }
                 Word::DataLoading => &mut found.data_loading,
                 Word::Pinned => &mut found.pinned,
                 Word::Yield => &mut found.yields,
@@ -131,6 +141,7 @@ impl Prefilter {
             let counts = match word {
                 Word::StreamCall => calls_a_stream(text, at),
                 Word::Identifier => whole_identifier(text, at, m.end()),
+                Word::Qualified => ends_a_name(text, m.end()),
                 _ => true,
             };
             (counts && !in_doctest(text, at)).then_some((word, at))
@@ -149,8 +160,16 @@ fn in_doctest(text: &[u8], at: usize) -> bool {
 
 /// Is the word at `start..end` a whole identifier?
 fn whole_identifier(text: &[u8], start: usize, end: usize) -> bool {
-    let ident = |b: Option<&u8>| b.is_some_and(|&b| b == b'_' || b.is_ascii_alphanumeric());
-    !ident(start.checked_sub(1).and_then(|i| text.get(i))) && !ident(text.get(end))
+    !is_identifier_byte(start.checked_sub(1).and_then(|i| text.get(i))) && ends_a_name(text, end)
+}
+
+/// Does no identifier character follow `end`?
+fn ends_a_name(text: &[u8], end: usize) -> bool {
+    !is_identifier_byte(text.get(end))
+}
+
+fn is_identifier_byte(b: Option<&u8>) -> bool {
+    b.is_some_and(|&b| b == b'_' || b.is_ascii_alphanumeric())
 }
 
 /// Does the `tream` at `i` call something stream-like (`torch.cuda.Stream(`,

@@ -108,6 +108,9 @@ pub struct ClassSummary {
     /// CUDA graphs the object keeps, by attribute, with what their captures do to the
     /// object's other attributes (see `captures`).
     pub graphs: FxHashMap<String, CapturedAttributes>,
+    /// The attributes some method writes in place inside a block of one of the object's
+    /// streams (see [`MethodSummary::writes_in_place`]).
+    pub written_on_streams: FxHashSet<String>,
 }
 
 impl ClassSummary {
@@ -150,6 +153,8 @@ impl ClassSummary {
                 for (graph, captured) in captures::method_captures(f, api, imports) {
                     summary.graphs.entry(graph).or_default().extend(captured);
                 }
+                let written = scan.method.writes_in_place.iter().map(|(a, ..)| a.clone());
+                summary.written_on_streams.extend(written);
                 summary.methods.insert(f.name.clone(), scan.method);
             }
         }
@@ -184,9 +189,7 @@ impl ClassSummary {
 
     /// Does some method write attribute `attr` in place inside a stream block?
     pub fn written_on_a_stream(&self, attr: &str) -> bool {
-        self.methods
-            .values()
-            .any(|m| m.writes_in_place.iter().any(|(a, ..)| a == attr))
+        self.written_on_streams.contains(attr)
     }
 
     /// The stream another method than `except` writes tensor attribute `attr` in place on,

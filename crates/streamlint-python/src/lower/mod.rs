@@ -347,7 +347,7 @@ impl<'a> Lowerer<'a> {
             param_buffers: Vec::new(),
             global_streams: FxHashMap::default(),
             per_thread: per_thread::PerThread::new(&role),
-            captured_names: role.captured_names.clone(),
+            captured_names: role.captured_names,
         };
         match def {
             Some(d) => {
