@@ -235,6 +235,26 @@ mod tests {
     }
 
     #[test]
+    fn asynchronous_collectives_are_words_where_spelled_so() {
+        let scan = Prefilter::default();
+        for yes in [
+            "work = dist.all_reduce(t, async_op=True)",
+            "req = torch.distributed.isend(buf, dst=1)",
+            "ops.append(dist.irecv(tensor=x, src=0))",
+        ] {
+            assert!(scan.admits(yes.as_bytes()), "{yes}");
+        }
+        for no in [
+            "dist.all_reduce(t, async_op=async_op)",
+            "raise ValueError('otherwise')",
+            "os.path.isdir(d) or redirect(x)",
+            "self.isender = 1",
+        ] {
+            assert!(!scan.admits(no.as_bytes()), "{no}");
+        }
+    }
+
+    #[test]
     fn the_projects_own_names_are_words_too() {
         let mut api = ApiModel::default();
         api.record_stream_wrappers
