@@ -104,8 +104,12 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// Is `container` shared by the threads that run this code?
+    /// Is `container` shared by the threads that run this code? Not one kept on the
+    /// thread-local object itself (`self._local.pending`), which each thread has its own of.
     fn shared_container(&self, container: &str) -> bool {
+        if self.per_thread.holds_thread_local(container) {
+            return false;
+        }
         container.starts_with("self.")
             || self
                 .per_thread
