@@ -85,6 +85,10 @@ pub struct MethodSummary {
     /// (`self.k[slot].copy_(k, non_blocking=True)` under `with torch.cuda.stream(self.copy)`),
     /// with that stream and where.
     pub writes_in_place: Vec<(String, String, Span)>,
+    /// Containers of the object the method stores items in inside a block of one of the
+    /// object's streams (`self.stash[key] = t.to("cpu", non_blocking=True)`), with that stream,
+    /// whether the item is a copy to the host, and where.
+    pub stores_on_stream: Vec<(String, String, bool, Span)>,
     /// The method makes a stream of its own (a warm-up stream before a graph capture): setup
     /// code, which runs before the methods that keep the object's streams busy.
     pub makes_streams: bool,
@@ -192,23 +196,54 @@ impl ClassSummary {
         self.written_on_streams.contains(attr)
     }
 
-    /// The stream another method than `except` writes tensor attribute `attr` in place on,
-    /// without ordering the current stream after it itself: the write may still be pending when
-    /// another method starts (not setup code, see [`MethodSummary::makes_streams`]).
-    pub fn written_in_place_elsewhere(&self, attr: &str, except: &str) -> Option<(&str, Span)> {
-        if self.methods.get(except).is_some_and(|m| m.makes_streams) {
-            return None;
-        }
+    /// The methods whose work on the object's streams may still be pending when `reader`
+    /// starts: the others, each only on streams it does not itself order the current stream
+    /// after; none when `reader` is setup code (see [`MethodSummary::makes_streams`]).
+    fn left_pending_for<'s>(
+        &'s self,
+        reader: &str,
+    ) -> impl Iterator<Item = (&'s MethodSummary, impl Fn(&str) -> bool + 's)> + 's {
+        let setup = self.methods.get(reader).is_some_and(|m| m.makes_streams);
+        let reader = reader.to_string();
         self.methods
             .iter()
-            .filter(|(name, _)| *name != except)
-            .flat_map(|(_, m)| {
+            .filter(move |(name, _)| !setup && **name != reader)
+            .map(|(_, m)| (m, move |s: &str| !m.orders(s) && !m.syncs_device))
+    }
+
+    /// The stream another method than `except` writes tensor attribute `attr` in place on,
+    /// without ordering the current stream after it itself: the write may still be pending when
+    /// another method starts.
+    pub fn written_in_place_elsewhere(&self, attr: &str, except: &str) -> Option<(&str, Span)> {
+        self.left_pending_for(except)
+            .flat_map(|(m, pending)| {
                 m.writes_in_place
                     .iter()
-                    .filter(|(a, s, _)| a == attr && !m.orders(s) && !m.syncs_device)
+                    .filter(move |(a, s, _)| a == attr && pending(s))
             })
             .map(|(_, s, span)| (s.as_str(), *span))
             .min_by_key(|(_, span)| span.start)
+    }
+
+    /// The stream (and whether the items are copies to the host) another method than `except`
+    /// stores items of container `container` on without ordering the current stream after it,
+    /// and with no event of the object recorded on it: an event recorded on that stream hands
+    /// the ordering over with the items (`self.events[layer] = self.swap.record_event()`), and
+    /// who waits on which is not followed through the containers.
+    pub fn stored_on_stream_elsewhere(
+        &self,
+        container: &str,
+        except: &str,
+    ) -> Option<(&str, bool, Span)> {
+        self.left_pending_for(except)
+            .flat_map(|(m, pending)| {
+                m.stores_on_stream
+                    .iter()
+                    .filter(move |(c, s, ..)| c == container && pending(s))
+            })
+            .filter(|(_, s, ..)| !self.event_streams.values().any(|e| e == s))
+            .map(|(_, s, host, span)| (s.as_str(), *host, *span))
+            .min_by_key(|(.., span)| span.start)
     }
 
     /// Does some method other than `except` wait on the host for `stream` (directly or through
@@ -437,7 +472,16 @@ impl Scan<'_> {
                     pinned: keyword_true(value, "pin_memory"),
                 })
             }
-            _ if cache => None,
+            _ if cache => {
+                // `self.stash[key] = t.to("cpu", non_blocking=True)` in a block of one of the
+                // object's streams: an item left pending there for another method to take.
+                if let Some(stream) = self.with_streams.last().filter(|s| s.starts_with("self.")) {
+                    let host = copies_to_host_async(value);
+                    let store = (attr.clone(), stream.clone(), host, value.span());
+                    self.method.stores_on_stream.push(store);
+                }
+                None
+            }
             _ => match (self.with_streams.last(), value) {
                 // `tree_map(lambda t: t.to("cuda", non_blocking=True), batch)`: what the lambda
                 // makes, for every tensor of the structure.

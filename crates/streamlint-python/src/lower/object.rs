@@ -327,7 +327,53 @@ impl<'a> Lowerer<'a> {
             return None;
         }
         let name = format!("{dotted}[…]");
+        if let Some(item) = self.item_left_on_stream(&dotted, &name, span) {
+            return Some(item);
+        }
         Some(self.ready_on_ambient(span, "taken", &name, Owner::Local))
+    }
+
+    /// An item another method stored in the object's container inside a block of one of the
+    /// object's streams, without ordering the current stream after it (see
+    /// `ClassSummary::stored_on_stream_elsewhere`): made on that stream, pending at entry.
+    fn item_left_on_stream(&mut self, container: &str, name: &str, span: Span) -> Option<Value> {
+        let class = self.class?;
+        let (stream, host, stored_at) =
+            class.stored_on_stream_elsewhere(container, &self.method)?;
+        let s = self.named_stream(stream);
+        let (memory, how) = if host {
+            let how = Production::DeviceToHost { non_blocking: true };
+            (Memory::PinnedHost, how)
+        } else {
+            (Memory::Device, Production::Compute)
+        };
+        let buffer = self.buffer_at(span, "left-on-stream", name, memory, Owner::Caller);
+        self.entry_ops.push((
+            OpKind::Produce {
+                buffer,
+                stream: s,
+                how,
+            },
+            stored_at,
+        ));
+        let waits_here = class
+            .methods
+            .get(&self.method)
+            .is_some_and(|m| m.orders(stream));
+        if !waits_here
+            && (class.waited_elsewhere(stream, &self.method)
+                || class.synced_elsewhere(stream, &self.method))
+        {
+            // A third method orders the current stream after it: assume the caller calls it
+            // first.
+            let ambient = self.b.ambient();
+            let wait = OpKind::WaitStream {
+                waiter: ambient,
+                waitee: s,
+            };
+            self.entry_ops.push((wait, span));
+        }
+        Some(Value::Tensors(vec![buffer]))
     }
 
     /// By the contract at function boundaries, a value stored on an object the caller passed in
