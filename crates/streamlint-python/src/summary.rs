@@ -363,19 +363,12 @@ impl Scan<'_> {
                     if let (Expr::Call { args, .. }, None) =
                         (&item.context, self.call_kind(&item.context))
                     {
-                        let streams = args
-                            .iter()
-                            .filter_map(Expr::dotted)
-                            .filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream")));
+                        let streams = args.iter().filter_map(stream_named);
                         self.method.waits_on.extend(streams.collect::<Vec<_>>());
                     }
                 }
                 // A context manager the model does not know, given streams, is taken to make
                 // the first of them current (`with stream(copy_stream, main_stream):`).
-                let stream_named = |e: &Expr| {
-                    e.dotted()
-                        .filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream")))
-                };
                 let pushed = items
                     .iter()
                     .filter_map(|i| match (&i.context, self.call_kind(&i.context)) {
@@ -597,6 +590,12 @@ impl Scan<'_> {
             _ => {}
         }
     }
+}
+
+/// An expression naming a stream by its last part (`copy_stream`, `self.side_stream`).
+fn stream_named(e: &Expr) -> Option<String> {
+    e.dotted()
+        .filter(|d| d.rsplit('.').next().is_some_and(|l| l.contains("stream")))
 }
 
 /// The attribute of `self` a method call on `receiver` writes in place (`self.k[slot]`: `self.k`).

@@ -626,7 +626,6 @@ impl<'a> Lowerer<'a> {
                 let vals = self.eval_args(args, keywords);
                 let firsts: Vec<Value> = vals.iter().take(tensor_args).cloned().collect();
                 self.confirm(&firsts);
-                let tensors = self.tensor_buffers(&vals);
                 let function = qualified.rsplit('.').next().unwrap_or(qualified);
                 // Asynchronous where the code says so in so many words (a flag passed on may
                 // be false at every call).
@@ -638,6 +637,7 @@ impl<'a> Lowerer<'a> {
                     })
                 ) || matches!(function, "isend" | "irecv");
                 if !asynchronous {
+                    let tensors = self.tensor_buffers(&vals);
                     self.read_all(&tensors, span);
                     self.write_all(&tensors, span);
                     return Value::Unknown;

@@ -212,19 +212,7 @@ impl<'a> Lowerer<'a> {
                         stream: s,
                     };
                     self.entry_ops.push((write, written_at));
-                    let waits_here = class
-                        .methods
-                        .get(&self.method)
-                        .is_some_and(|m| m.orders(stream));
-                    if !waits_here && class.waited_elsewhere(stream, &self.method) {
-                        // A third method orders the current stream after it: assume the caller
-                        // calls it first.
-                        let wait = OpKind::WaitStream {
-                            waiter: ambient,
-                            waitee: s,
-                        };
-                        self.entry_ops.push((wait, span));
-                    }
+                    self.ordered_by_another_method(stream, s, span);
                 }
                 Value::Tensors(vec![buf])
             }
@@ -240,23 +228,7 @@ impl<'a> Lowerer<'a> {
                     },
                     span,
                 ));
-                let class = self.class?;
-                let waits_here = class
-                    .methods
-                    .get(&self.method)
-                    .is_some_and(|m| m.orders(&stream));
-                if !waits_here && class.waited_elsewhere(&stream, &self.method) {
-                    // Another method orders the current stream after the producer; assume the
-                    // caller calls it first.
-                    let ambient = self.b.ambient();
-                    self.entry_ops.push((
-                        OpKind::WaitStream {
-                            waiter: ambient,
-                            waitee: s,
-                        },
-                        span,
-                    ));
-                }
+                self.ordered_by_another_method(&stream, s, span);
                 Value::Tensors(vec![buf])
             }
         })
@@ -356,6 +328,17 @@ impl<'a> Lowerer<'a> {
             },
             stored_at,
         ));
+        self.ordered_by_another_method(stream, s, span);
+        Some(Value::Tensors(vec![buffer]))
+    }
+
+    /// Work another method left pending on the object's stream `stream` (`s` here) at entry:
+    /// when this method does not order the current stream after it but a third method does (a
+    /// wait, or a host sync), the caller is taken to call that one first.
+    fn ordered_by_another_method(&mut self, stream: &str, s: StreamId, span: Span) {
+        let Some(class) = self.class else {
+            return;
+        };
         let waits_here = class
             .methods
             .get(&self.method)
@@ -364,16 +347,10 @@ impl<'a> Lowerer<'a> {
             && (class.waited_elsewhere(stream, &self.method)
                 || class.synced_elsewhere(stream, &self.method))
         {
-            // A third method orders the current stream after it: assume the caller calls it
-            // first.
-            let ambient = self.b.ambient();
-            let wait = OpKind::WaitStream {
-                waiter: ambient,
-                waitee: s,
-            };
+            let waiter = self.b.ambient();
+            let wait = OpKind::WaitStream { waiter, waitee: s };
             self.entry_ops.push((wait, span));
         }
-        Some(Value::Tensors(vec![buffer]))
     }
 
     /// By the contract at function boundaries, a value stored on an object the caller passed in
