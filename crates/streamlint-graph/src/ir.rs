@@ -464,6 +464,11 @@ pub struct Body {
     /// contract at function boundaries (an argument is ready on the caller's current stream and
     /// on no other) rather than given the benefit of a caller's ordering.
     pub uncalled: bool,
+    /// Streams the function's object made for itself that no code of the checked files makes
+    /// wait for other work (`self.gather = torch.cuda.Stream()`, never waited on): no caller
+    /// can have ordered them after its work, so the contract at function boundaries judges the
+    /// arguments read there, as for a stream the function creates.
+    pub unordered_streams: Vec<StreamId>,
     /// Streams kept in module globals ([`Stream::home`]) that the body stores in an object or a
     /// container, or hands to code that is not followed: there they go by other names, whose
     /// blocks of work cannot be told to be on them.
@@ -700,6 +705,7 @@ impl BodyBuilder {
             inlined_calls: Vec::new(),
             arguments: Vec::new(),
             uncalled: false,
+            unordered_streams: Vec::new(),
             aliased_streams: Vec::new(),
             assumed_waits: Vec::new(),
             judged_at_calls: false,
@@ -724,6 +730,11 @@ impl BodyBuilder {
     /// No call in the checked files reaches the function (see [`Body::uncalled`]).
     pub fn uncalled(&mut self) {
         self.body.uncalled = true;
+    }
+
+    /// `stream` is one of [`Body::unordered_streams`].
+    pub fn unordered_on_entry(&mut self, stream: StreamId) {
+        self.body.unordered_streams.push(stream);
     }
 
     /// See [`Body::module`].

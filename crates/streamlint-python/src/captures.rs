@@ -299,16 +299,11 @@ fn accesses(body: &[Stmt]) -> CapturedAttributes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::parser::parse_module;
+    use crate::parser::{first_method, parse_module};
 
     fn captures(source: &str) -> Vec<(String, CapturedAttributes)> {
         let module = parse_module(source).unwrap();
-        let Some(Stmt::Class(class)) = module.iter().find(|s| matches!(s, Stmt::Class(_))) else {
-            panic!("a class expected");
-        };
-        let Some(Stmt::Def(f)) = class.body.first() else {
-            panic!("a method expected");
-        };
+        let f = first_method(&module);
         let imports = Imports::collect(&module);
         method_captures(f, &ApiModel::default(), &imports)
     }

@@ -8,6 +8,7 @@ mod hooks;
 mod lower;
 mod module;
 mod names;
+mod ordered_streams;
 mod outline;
 mod parser;
 mod prefilter;

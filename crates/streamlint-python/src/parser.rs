@@ -37,6 +37,18 @@ pub fn parse_module(source: &str) -> Result<Vec<Stmt>, ParseError> {
     }
 }
 
+/// The first method of the first class in a parsed module (for tests of per-method scans).
+#[cfg(test)]
+pub(crate) fn first_method(module: &[Stmt]) -> &FunctionDef {
+    let Some(Stmt::Class(class)) = module.iter().find(|s| matches!(s, Stmt::Class(_))) else {
+        panic!("a class expected");
+    };
+    let Some(Stmt::Def(f)) = class.body.first() else {
+        panic!("a method expected");
+    };
+    f
+}
+
 /// Parse the text of one top-level function (from its `def` or `async` to its end), which
 /// starts at byte `start` of its module, with spans where a parse of the whole module puts them.
 /// `None` if the text is not one function (the scan that cut it was wrong).

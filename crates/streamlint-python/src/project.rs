@@ -56,6 +56,9 @@ pub struct ModuleIndex {
     pub saved_tensor_hooks: bool,
     /// The module mentions datasets or data loaders, whose code may run in worker processes.
     pub data_loading: bool,
+    /// Stream attributes the module may order on other objects (see
+    /// `ordered_streams::streams_of_others_ordered`); read only where it has stream code.
+    orders_streams_of_others: Vec<String>,
 }
 
 impl ModuleIndex {
@@ -114,6 +117,11 @@ impl ModuleIndex {
                 .iter()
                 .map(|b| (b.start, b.end, b.name.clone()))
                 .collect(),
+            orders_streams_of_others: if marks.stream_code.is_empty() {
+                Vec::new()
+            } else {
+                crate::ordered_streams::streams_of_others_ordered(source.as_bytes())
+            },
             saved_tensor_hooks: !marks.saved_tensor_hooks.is_empty(),
             data_loading: !marks.data_loading.is_empty(),
         }
@@ -519,6 +527,9 @@ pub struct Project<'a> {
     /// The forwarding wrappers of a module whose functions are lowered in place elsewhere: none
     /// (its forwarders are small, and are lowered in place themselves).
     pub(crate) no_wrappers: FxHashMap<String, Wrapper>,
+    /// What the modules may order on objects other than their own `self` (see
+    /// [`Project::orders_stream_of_others`]), gathered once.
+    streams_ordered_on_others: FxHashSet<String>,
 }
 
 impl<'a> Project<'a> {
@@ -543,17 +554,28 @@ impl<'a> Project<'a> {
         api: &'a ApiModel,
         prefilter: &Prefilter,
     ) -> Self {
+        let streams_ordered_on_others = modules
+            .iter()
+            .flat_map(|m| m.orders_streams_of_others.iter().cloned())
+            .collect();
         Project {
             modules,
             names,
             api,
             prefilter: prefilter.clone(),
             no_wrappers: FxHashMap::default(),
+            streams_ordered_on_others,
         }
     }
 
     pub fn module(&self, i: usize) -> &ModuleIndex {
         &self.modules[i]
+    }
+
+    /// May some module order a stream attribute named `name` of an object other than its own
+    /// `self` (`engine.comm_stream.wait_stream(..)`)?
+    pub fn orders_stream_of_others(&self, name: &str) -> bool {
+        self.streams_ordered_on_others.contains(name)
     }
 
     /// Does some module of the project call a function or method named `name`? (By name

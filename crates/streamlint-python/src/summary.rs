@@ -115,6 +115,9 @@ pub struct ClassSummary {
     /// The attributes some method writes in place inside a block of one of the object's
     /// streams (see [`MethodSummary::writes_in_place`]).
     pub written_on_streams: FxHashSet<String>,
+    /// The stream attributes some method may make wait for other work (see
+    /// `ordered_streams`); computed for classes that make streams of their own.
+    pub may_be_ordered: FxHashSet<String>,
 }
 
 impl ClassSummary {
@@ -164,7 +167,33 @@ impl ClassSummary {
         }
         summary.resolve_event_syncs(&recorded_on);
         summary.event_streams = recorded_on;
+        let own: FxHashSet<&str> = summary
+            .attrs
+            .iter()
+            .filter(|(_, kind)| **kind == AttrKind::Stream)
+            .filter_map(|(attr, _)| attr.strip_prefix("self."))
+            .collect();
+        let mut may_be_ordered = FxHashSet::default();
+        if !own.is_empty() {
+            for stmt in body {
+                if let Stmt::Def(f) = stmt {
+                    let ordered =
+                        crate::ordered_streams::streams_it_may_order(f, api, imports, &own);
+                    may_be_ordered.extend(ordered);
+                }
+            }
+        }
+        summary.may_be_ordered = may_be_ordered;
         summary
+    }
+
+    /// Is `attr` a stream the object makes for itself (and binds to nothing else) that none of
+    /// its methods ever makes wait for other work, nor hands to code that might, nor orders by
+    /// waiting for the whole device? Work queued on it then runs as soon as it can.
+    pub fn unordered_own_stream(&self, attr: &str) -> bool {
+        self.attrs.get(attr) == Some(&AttrKind::Stream)
+            && !self.may_be_ordered.contains(attr)
+            && !self.methods.values().any(|m| m.syncs_device)
     }
 
     /// The copy from the device another method than `except` leaves pending in host attribute

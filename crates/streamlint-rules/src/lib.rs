@@ -71,6 +71,9 @@ pub struct Finding {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 enum Subject {
     Buffer(BufferId),
+    /// A buffer's use on one stream: a tensor two streams each race on is two hazards, each
+    /// with its own wait to add.
+    BufferOn(BufferId, StreamId),
     Stream(StreamId),
     Span(Span),
 }

@@ -7,7 +7,7 @@ use streamlint_graph::{
 
 use crate::{
     is_side_stream_transfer, Applicability, AtTheCall, Context, Edit, Finding, Fix, Label, Place,
-    Rule, Severity,
+    Rule, Severity, Subject,
 };
 
 pub struct MissingStreamWait;
@@ -83,6 +83,7 @@ impl MissingStreamWait {
             // With no caller in sight, the contract decides: the argument is not ready there.
             StreamOrigin::Parameter if body.uncalled => return true,
             StreamOrigin::Unknown => return false,
+            _ if body.unordered_streams.contains(&consumer) => return true,
             _ => {}
         }
         Self::waits_here(body, consumer)
@@ -166,13 +167,16 @@ impl MissingStreamWait {
         let allocated = raw && allocated_at(cx.body, access);
         // Say where the verdict on a stream the caller passes comes from, when the contract
         // made it.
-        let contract = if b.how == Production::Entry
+        let by_contract = b.how == Production::Entry
             && access == b.produced_at
+            && !Self::waits_here(cx.body, consumer);
+        let contract = if by_contract
             && cx.body.uncalled
             && cx.body.stream(consumer).origin == StreamOrigin::Parameter
-            && !Self::waits_here(cx.body, consumer)
         {
             format!(" (no call in the checked files passes {c}, so the contract at function boundaries applies: an argument is ready on the caller's current stream only)")
+        } else if by_contract && cx.body.unordered_streams.contains(&consumer) {
+            format!(" (the object makes {c} for itself and nothing in the checked files makes it wait for other work, so the contract at function boundaries applies: an argument is ready on the caller's current stream only)")
         } else {
             String::new()
         };
@@ -246,8 +250,8 @@ impl MissingStreamWait {
         } else {
             cx.ordering_edit(consumer, producer, at)
         };
-        cx.report_once(
-            buffer,
+        cx.report_about(
+            Subject::BufferOn(buffer, consumer),
             Finding {
                 fix,
                 code: "SL003",

@@ -304,12 +304,23 @@ impl<'a> Lowerer<'a> {
             home,
         });
         self.note_thread_local_stream(name, id);
+        if origin == StreamOrigin::Attribute && self.unordered_own_stream(name) {
+            self.b.unordered_on_entry(id);
+        }
         if global {
             self.global_streams.insert(global_key, id);
         } else {
             self.named_streams.insert(name.to_string(), id);
         }
         id
+    }
+
+    /// Is `self.x` a stream the object makes for itself that nothing in the checked files
+    /// orders after other work (see `ClassSummary::unordered_own_stream`)?
+    fn unordered_own_stream(&self, name: &str) -> bool {
+        let last = name.rsplit('.').next().unwrap_or(name);
+        self.class.is_some_and(|c| c.unordered_own_stream(name))
+            && !self.cx.project.orders_stream_of_others(last)
     }
 
     /// `_STREAMS[device] = stream` in a dict the module binds at the top level: a getter that
