@@ -366,8 +366,7 @@ pub(crate) fn lower_in_project(
     deadline: Deadline,
 ) -> Result<Vec<Body>, (u32, String)> {
     project
-        .module(m)
-        .parse(source)
+        .parse(m, source)
         .map(|parsed| project.lower(m, source, &parsed, deadline))
         .map_err(|e| (e.offset, e.message))
 }

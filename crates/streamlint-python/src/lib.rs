@@ -39,13 +39,13 @@ pub fn lower_source(
 ) -> Result<Vec<Body>, ParseError> {
     let prefilter = Prefilter::new(api);
     let module = ModuleIndex::new(String::new(), source, api, &prefilter);
-    let parsed = module.parse(source)?;
     let project = Project::new(
         vec![std::sync::Arc::new(module)],
         Vec::new(),
         api,
         &prefilter,
     );
+    let parsed = project.parse(0, source)?;
     Ok(project.lower(0, source, &parsed, deadline))
 }
 

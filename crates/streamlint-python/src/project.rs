@@ -56,6 +56,9 @@ pub struct ModuleIndex {
     pub saved_tensor_hooks: bool,
     /// The module mentions datasets or data loaders, whose code may run in worker processes.
     pub data_loading: bool,
+    /// Its generator context managers with stream code (`@contextmanager def on_side(s)`),
+    /// whose `with` blocks elsewhere are lowered with their code.
+    context_managers: Vec<String>,
     /// Stream attributes the module may order on other objects (see
     /// `ordered_streams::streams_of_others_ordered`); read only where it has stream code.
     orders_streams_of_others: Vec<String>,
@@ -84,24 +87,43 @@ impl ModuleIndex {
         let header = parse_header(&outline.header);
         let imports = module_imports(&header, api, &package);
         let marks = prefilter.find(source.as_bytes());
+        let mut context_managers = Vec::new();
         let functions = outline
             .defs
             .iter()
             .filter_map(|(name, start, end)| {
-                let text = source.get(*start as usize..*end as usize)?;
-                let (start, end) = (*start as usize, *end as usize);
+                let (mut start, end) = (*start as usize, *end as usize);
                 let generator = within(&marks.yields, start, end);
                 let stream_code = within(&marks.stream_code, start, end)
                     || within(&marks.data_loading, start, end);
-                may_lower_in_place(text.len(), generator, stream_code).then(|| {
-                    let candidate = Candidate {
-                        text: text.to_string(),
-                        start: start as u32,
-                        def: OnceLock::new(),
-                        summary: OnceLock::new(),
-                    };
-                    (name.clone(), candidate)
-                })
+                // A `@contextmanager` with stream code is lowered around the `with` blocks that
+                // enter it: kept from its decorators on, which say what it is.
+                let decorated_from = outline
+                    .blocks
+                    .iter()
+                    .find(|b| !b.is_class && b.name == *name && b.end as usize == end)
+                    .map_or(start, |b| b.start as usize);
+                let context_manager = generator
+                    && stream_code
+                    && source
+                        .get(decorated_from..start)
+                        .is_some_and(|d| d.contains("contextmanager"));
+                if context_manager {
+                    start = decorated_from;
+                    context_managers.push(name.clone());
+                }
+                let text = source.get(start..end)?;
+                may_lower_in_place(text.len(), generator && !context_manager, stream_code).then(
+                    || {
+                        let candidate = Candidate {
+                            text: text.to_string(),
+                            start: start as u32,
+                            def: OnceLock::new(),
+                            summary: OnceLock::new(),
+                        };
+                        (name.clone(), candidate)
+                    },
+                )
             })
             .collect();
         ModuleIndex {
@@ -117,6 +139,7 @@ impl ModuleIndex {
                 .iter()
                 .map(|b| (b.start, b.end, b.name.clone()))
                 .collect(),
+            context_managers,
             orders_streams_of_others: if marks.stream_code.is_empty() {
                 Vec::new()
             } else {
@@ -131,10 +154,17 @@ impl ModuleIndex {
     /// their text, so that every offset and line stays where it was). Where the blanked text
     /// does not parse (the line scan took a line of a string for a statement), the whole text
     /// is parsed, and its errors are the ones reported.
-    pub fn parse(&self, source: &str) -> Result<Parsed, ParseError> {
-        if !self.inert.is_empty() {
+    /// Blocks holding one of the calls at `kept_calls` (offsets of their `(`, sorted) are kept:
+    /// they enter a context manager of the project that has stream code.
+    pub fn parse(&self, source: &str, kept_calls: &[usize]) -> Result<Parsed, ParseError> {
+        let blanked = self
+            .inert
+            .iter()
+            .filter(|&&(start, end)| !within(kept_calls, start as usize, end as usize));
+        let mut blanked = blanked.peekable();
+        if blanked.peek().is_some() {
             let mut bytes = source.as_bytes().to_vec();
-            for &(start, end) in &self.inert {
+            for &(start, end) in blanked {
                 streamlint_graph::blank_keeping_lines(&mut bytes[start as usize..end as usize]);
             }
             // Only whole characters were replaced, by ASCII spaces: still UTF-8.
@@ -303,15 +333,16 @@ pub fn call_offsets(text: &str, name: &str) -> Vec<u32> {
 }
 
 /// Is one of `offsets` (sorted) in `start..end`?
-fn within(offsets: &[usize], start: usize, end: usize) -> bool {
+pub(crate) fn within(offsets: &[usize], start: usize, end: usize) -> bool {
     let first = offsets.partition_point(|&at| at < start);
     offsets.get(first).is_some_and(|&at| at < end)
 }
 
 /// The top-level functions and classes of a module whose analysis cannot need them: no stream
 /// code, event, `non_blocking` copy or pinned memory in their text (so nothing in them is lowered
-/// and their classes keep no stream state), and no construction of a class of the module that
-/// has such code (its methods may rely on what every construction passes). Functions called from
+/// and their classes keep no stream state), no construction of a class of the module that
+/// has such code (its methods may rely on what every construction passes), and no call of a
+/// context manager of the module that has such code (its code is lowered at the `with`). Functions called from
 /// stream code are lowered in place from the project index, which keeps its own copy of their
 /// text. A module with data-loading code keeps everything: the functions its loaders run in
 /// worker processes are found by name across the module.
@@ -332,11 +363,28 @@ fn inert_blocks(source: &str, blocks: &[Block], marks: &Found) -> Vec<(u32, u32)
         .filter(|(b, &kept)| b.is_class && kept)
         .map(|(b, _)| b.name.as_str())
         .collect();
-    let constructions: Vec<usize> = if kept_classes.is_empty() {
+    // Generator context managers with stream code (`@contextmanager def on_side(s): ...`):
+    // a `with` of one is lowered with its code (see `lower::context_managers`).
+    let context_managers: FxHashSet<&str> = blocks
+        .iter()
+        .zip(&kept)
+        .filter(|(b, &kept)| {
+            kept && !b.is_class
+                && source
+                    .get(b.start as usize..b.end as usize)
+                    .and_then(|text| text.split_once("def "))
+                    .is_some_and(|(decorators, _)| decorators.contains("contextmanager"))
+        })
+        .map(|(b, _)| b.name.as_str())
+        .collect();
+    let constructions: Vec<usize> = if kept_classes.is_empty() && context_managers.is_empty() {
         Vec::new()
     } else {
         memchr::memchr_iter(b'(', source.as_bytes())
-            .filter(|&paren| kept_classes.contains(name_before(source, paren)))
+            .filter(|&paren| {
+                let name = name_before(source, paren);
+                kept_classes.contains(name) || context_managers.contains(name)
+            })
             .collect()
     };
     blocks
@@ -530,6 +578,8 @@ pub struct Project<'a> {
     /// What the modules may order on objects other than their own `self` (see
     /// [`Project::orders_stream_of_others`]), gathered once.
     streams_ordered_on_others: FxHashSet<String>,
+    /// The names of the modules' generator context managers with stream code, by digest.
+    stream_context_managers: FxHashSet<u64>,
 }
 
 impl<'a> Project<'a> {
@@ -558,6 +608,11 @@ impl<'a> Project<'a> {
             .iter()
             .flat_map(|m| m.orders_streams_of_others.iter().cloned())
             .collect();
+        let stream_context_managers = modules
+            .iter()
+            .flat_map(|m| m.context_managers.iter())
+            .map(|name| name_digest(name.as_bytes()))
+            .collect();
         Project {
             modules,
             names,
@@ -565,11 +620,34 @@ impl<'a> Project<'a> {
             prefilter: prefilter.clone(),
             no_wrappers: FxHashMap::default(),
             streams_ordered_on_others,
+            stream_context_managers,
         }
     }
 
     pub fn module(&self, i: usize) -> &ModuleIndex {
         &self.modules[i]
+    }
+
+    /// Where module `m` calls a generator context manager of the project that has stream code
+    /// (by name alone), as the offsets of the calls' `(`, sorted: the functions holding them
+    /// are lowered, since the `with` is lowered with the context manager's code.
+    pub fn context_manager_calls(&self, m: usize) -> Vec<usize> {
+        if self.stream_context_managers.is_empty() {
+            return Vec::new();
+        }
+        let mut calls: Vec<usize> = self.modules[m]
+            .called
+            .iter()
+            .filter(|c| self.stream_context_managers.contains(&c.digest))
+            .map(|c| c.paren as usize)
+            .collect();
+        calls.sort_unstable();
+        calls
+    }
+
+    /// Parse module `m` for lowering (see [`ModuleIndex::parse`]).
+    pub fn parse(&self, m: usize, source: &str) -> Result<Parsed, ParseError> {
+        self.modules[m].parse(source, &self.context_manager_calls(m))
     }
 
     /// May some module order a stream attribute named `name` of an object other than its own
@@ -789,7 +867,7 @@ mod tests {
         let src = "import torch\n\n@cache\ndef shape(x):\n    return x.shape\n\nclass Plain:\n    def f(self):\n        return 1\n\nclass Side:\n    def __init__(self, dev='cpu'):\n        self.s = torch.cuda.Stream()\n\ndef make():\n    return Side(dev='cuda')\n\ndef run(x):\n    with torch.cuda.stream(torch.cuda.Stream()):\n        return x * 2\n";
         let api = ApiModel::default();
         let index = ModuleIndex::new("m".into(), src, &api, &Prefilter::new(&api));
-        let parsed = index.parse(src).unwrap();
+        let parsed = index.parse(src, &[]).unwrap();
         // `shape` (with its decorator) and `Plain` have no stream code; `make` constructs a
         // class that has.
         assert_eq!(
@@ -813,8 +891,32 @@ mod tests {
         let src = "import torch\ndef f():\n    return '''a\nb'''\n\ndef g():\n    torch.cuda.synchronize()\n";
         let api = ApiModel::default();
         let index = ModuleIndex::new("m".into(), src, &api, &Prefilter::new(&api));
-        let parsed = index.parse(src).unwrap();
+        let parsed = index.parse(src, &[]).unwrap();
         assert_eq!(outline_of(&parsed), ["other", "def f", "def g"]);
+    }
+
+    #[test]
+    fn functions_entering_a_stream_context_manager_of_another_module_are_kept() {
+        let api = ApiModel::default();
+        let prefilter = Prefilter::new(&api);
+        let helper = "import contextlib\nimport torch\n@contextlib.contextmanager\ndef overlapped(s):\n    with torch.cuda.stream(s):\n        yield\n";
+        let user = "import torch\nfrom .streams import overlapped\ndef run(x, s):\n    with overlapped(s):\n        return x * 2\n\ndef other(x):\n    return x + 1\n\ntorch.cuda.synchronize()\n";
+        let modules = vec![
+            Arc::new(ModuleIndex::new(
+                "pkg.streams".into(),
+                helper,
+                &api,
+                &prefilter,
+            )),
+            Arc::new(ModuleIndex::new("pkg.user".into(), user, &api, &prefilter)),
+        ];
+        let project = Project::new(modules, Vec::new(), &api, &prefilter);
+        // The helper's text is kept from its decorators, and `run` is not blanked; `other` is.
+        assert_eq!(project.context_manager_calls(1).len(), 1);
+        let parsed = project.parse(1, user).unwrap();
+        assert_eq!(outline_of(&parsed), ["other", "other", "def run", "other"]);
+        let alone = project.module(1).parse(user, &[]).unwrap();
+        assert_eq!(outline_of(&alone), ["other", "other", "other"]);
     }
 
     #[test]
@@ -823,7 +925,7 @@ mod tests {
         let api = ApiModel::default();
         let index = ModuleIndex::new("m".into(), src, &api, &Prefilter::new(&api));
         assert_eq!(
-            outline_of(&index.parse(src).unwrap()),
+            outline_of(&index.parse(src, &[]).unwrap()),
             ["other", "def collate", "def loader"]
         );
     }

@@ -89,6 +89,18 @@ impl MissingStreamWait {
         Self::waits_here(body, consumer)
     }
 
+    /// Does this body make `consumer` wait on a stream passed in as a parameter?
+    fn waits_on_passed_stream(body: &streamlint_graph::Body, consumer: StreamId) -> bool {
+        body.ops_iter().any(|(_, op)| match op.kind {
+            OpKind::WaitStream { waiter, waitee } => {
+                waiter == consumer
+                    && waitee != consumer
+                    && body.stream(waitee).origin == StreamOrigin::Parameter
+            }
+            _ => false,
+        })
+    }
+
     /// Does this body make `consumer` wait on some other stream or an event?
     fn waits_here(body: &streamlint_graph::Body, consumer: StreamId) -> bool {
         body.ops_iter().any(|(_, op)| match op.kind {
@@ -124,7 +136,12 @@ impl MissingStreamWait {
         // A value that existed before the call was made by the caller, who may well have
         // ordered the consumer after it. Only judge when the consumer cannot have been ordered
         // by anyone else (it was created here) or when this body orders the consumer itself.
-        if b.how == Production::Entry && !self.owns_ordering(cx, consumer) {
+        // A wait on a stream the caller passes (`copy_stream.wait_stream(main_stream)`) may be
+        // on the caller's current stream itself: callers hand their main stream in by name.
+        if b.how == Production::Entry
+            && (!self.owns_ordering(cx, consumer)
+                || Self::waits_on_passed_stream(cx.body, consumer))
+        {
             races.retain(|(_, a)| *a != b.produced_at);
         }
         // A stream without a handle cannot be waited on or wait: SL005 reports those.

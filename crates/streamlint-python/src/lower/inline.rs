@@ -24,7 +24,7 @@ use crate::syntax::{is_generator, Constant, Expr, FunctionDef, Keyword};
 const MAX_INLINE_DEPTH: usize = 3;
 
 /// What the caller had while the callee is lowered.
-struct CallerState<'a> {
+pub(super) struct CallerState<'a> {
     env: Env,
     cx: crate::context::ModuleContext<'a>,
     class: Option<&'a crate::summary::ClassSummary>,
@@ -125,6 +125,12 @@ impl<'a> Lowerer<'a> {
     /// generator, within the size cap (the index keeps no other), not already being lowered
     /// (recursion), within the depth cap.
     pub(super) fn project_callee(&self, func: &Expr) -> Option<Resolved<'a>> {
+        self.project_function(func)
+            .filter(|callee| !is_generator(callee.def))
+    }
+
+    /// [`Self::project_callee`], generators included (see `context_managers`).
+    pub(super) fn project_function(&self, func: &Expr) -> Option<Resolved<'a>> {
         if self.inline_stack.len() >= MAX_INLINE_DEPTH {
             return None;
         }
@@ -191,6 +197,19 @@ impl<'a> Lowerer<'a> {
         keywords: &[Keyword],
         span: Span,
     ) -> Value {
+        self.inline_call_around(callee, args, keywords, span, None)
+    }
+
+    /// [`Self::inline_call`], for a context manager written as a generator: the caller's `with`
+    /// block (`around`) runs where the callee yields (see `context_managers`).
+    pub(super) fn inline_call_around(
+        &mut self,
+        callee: Resolved<'a>,
+        args: &[Expr],
+        keywords: &[Keyword],
+        span: Span,
+        around: Option<super::context_managers::WithBlock>,
+    ) -> Value {
         let def = callee.def;
         // The caller evaluates the arguments, in its own context.
         let first_argument = self.b.body().buffers.len();
@@ -239,6 +258,7 @@ impl<'a> Lowerer<'a> {
         };
         // From here on names are the callee's.
         self.inline_stack.push((callee.module, def.span));
+        let saved = self.suspend_caller(saved, around, outer);
         for (name, value, flag) in bound {
             if let Some(flag) = flag {
                 self.flags.insert(name.clone(), flag);
@@ -249,6 +269,9 @@ impl<'a> Lowerer<'a> {
         let first_stream = self.b.body().streams.len();
         self.stmts(&def.body);
         self.inline_stack.pop();
+        let Some((saved, unreached)) = self.resume_caller(saved) else {
+            return Value::Unknown;
+        };
         let last = self.b.current();
         self.b.edge(last, exit);
         self.b.switch_to(exit);
@@ -275,11 +298,33 @@ impl<'a> Lowerer<'a> {
         };
         self.release_callee_locals(start, &result, span);
         self.b.end_inline(outer);
+        if let Some(block) = unreached {
+            self.stmts(&block.body);
+        }
         self.name_returned_stream(&result, first_stream, span);
         if let Some(name) = assigned_to {
             self.name_returned_tensors(&result, first_buffer, name);
         }
         result
+    }
+
+    /// Exchange the names and scope of the code being lowered with `other`'s: the callee's for
+    /// the caller's, or back.
+    pub(super) fn swap_caller_state(&mut self, other: &mut CallerState<'a>) {
+        std::mem::swap(&mut self.env, &mut other.env);
+        std::mem::swap(&mut self.cx, &mut other.cx);
+        std::mem::swap(&mut self.class, &mut other.class);
+        std::mem::swap(&mut self.flags, &mut other.flags);
+        std::mem::swap(&mut self.flag_splits, &mut other.flag_splits);
+        std::mem::swap(&mut self.exit, &mut other.exit);
+        std::mem::swap(&mut self.loops, &mut other.loops);
+        std::mem::swap(&mut self.binding, &mut other.binding);
+        std::mem::swap(&mut self.params, &mut other.params);
+        std::mem::swap(&mut self.named_streams, &mut other.named_streams);
+        std::mem::swap(&mut self.forwarded, &mut other.forwarded);
+        std::mem::swap(&mut self.inline_result, &mut other.result);
+        std::mem::swap(&mut self.restores_stream, &mut other.restores_stream);
+        std::mem::swap(&mut self.declared_globals, &mut other.declared_globals);
     }
 
     /// Tensors the callee made and returned are named by the name the call's value is assigned

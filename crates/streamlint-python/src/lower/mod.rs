@@ -3,6 +3,7 @@
 //! events) and the stream that is current, and emits the stream operations in program order.
 
 mod calls;
+mod context_managers;
 mod evidence;
 mod expressions;
 mod flags;
@@ -237,6 +238,9 @@ pub struct Lowerer<'a> {
     globals: FxHashMap<(usize, String), Value>,
     /// The callees being lowered in place (by module and span), innermost last (see `inline`).
     inline_stack: Vec<(usize, Span)>,
+    /// Generator context managers being lowered around a caller's `with` block, innermost last
+    /// (see `context_managers`).
+    suspended: Vec<context_managers::Suspended<'a>>,
     /// The functions the body's own scope and its enclosing functions' scopes define, which it
     /// calls by name as helpers (see `inline::local_function`).
     local_functions: Vec<&'a FunctionDef>,
@@ -335,6 +339,7 @@ impl<'a> Lowerer<'a> {
             globals: FxHashMap::default(),
             entering_context: false,
             inline_stack: Vec::new(),
+            suspended: Vec::new(),
             local_functions: role
                 .enclosing_functions
                 .iter()

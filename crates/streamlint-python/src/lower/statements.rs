@@ -141,6 +141,21 @@ impl<'a> Lowerer<'a> {
                 self.env = merge_env(&then_env, &self.env);
             }
             Stmt::With { items, body, .. } => {
+                // `with on_side(s):` of a project's generator context manager: its code, with
+                // the block where it yields.
+                if let [item] = items.as_slice() {
+                    if let Some((callee, args, keywords)) =
+                        self.context_manager_callee(&item.context)
+                    {
+                        let block = context_managers::WithBlock {
+                            body: body.clone(),
+                            var: item.var.clone(),
+                        };
+                        let span = item.context.span();
+                        self.inline_call_around(callee, args, keywords, span, Some(block));
+                        return;
+                    }
+                }
                 // `with torch.cuda.graph(g), torch.inference_mode():` captures the block; the
                 // other contexts only shape work that does not run here.
                 let graph = items
@@ -269,6 +284,9 @@ impl<'a> Lowerer<'a> {
                     self.unbind(&bound);
                 }
             }
+            // The `yield` of a context manager lowered around a `with` block lowers the block.
+            Stmt::Expr(Expr::Yield { value, span })
+                if self.yield_to_with_block(value.as_deref(), *span) => {}
             Stmt::Expr(e) => match self.forwarded_statements(e) {
                 Some(stmts) => self.stmts(&stmts),
                 None => {

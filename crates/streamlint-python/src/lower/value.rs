@@ -186,17 +186,43 @@ pub(super) fn names_tensors(value: &Value) -> bool {
 /// Names are shared between the copies an environment makes at every branch and loop.
 pub(super) type Env = BTreeMap<Rc<str>, Value>;
 
+/// The names two paths bound where they meet: the names of both, each name's two values
+/// merged. Both maps are sorted by name, so they are walked side by side and the result is
+/// built from sorted pairs in one pass.
 pub(super) fn merge_env(a: &Env, b: &Env) -> Env {
-    let mut out = a.clone();
-    for (k, v) in b {
-        match out.get_mut(k) {
-            // Most names hold the same value on both paths: nothing to merge or copy.
-            Some(ours) if ours == v => {}
-            Some(ours) => *ours = ours.merge(v),
-            None => {
-                out.insert(k.clone(), v.clone());
+    use std::cmp::Ordering;
+    let mut merged: Vec<(Rc<str>, Value)> = Vec::with_capacity(a.len().max(b.len()));
+    let (mut left, mut right) = (a.iter().peekable(), b.iter().peekable());
+    loop {
+        let next = match (left.peek(), right.peek()) {
+            (Some(&(ka, va)), Some(&(kb, vb))) => match ka.cmp(kb) {
+                Ordering::Less => {
+                    left.next();
+                    (ka.clone(), va.clone())
+                }
+                Ordering::Greater => {
+                    right.next();
+                    (kb.clone(), vb.clone())
+                }
+                Ordering::Equal => {
+                    left.next();
+                    right.next();
+                    // Most names hold the same value on both paths: nothing to merge.
+                    let v = if va == vb { va.clone() } else { va.merge(vb) };
+                    (ka.clone(), v)
+                }
+            },
+            (Some(&(k, v)), None) => {
+                left.next();
+                (k.clone(), v.clone())
             }
-        }
+            (None, Some(&(k, v))) => {
+                right.next();
+                (k.clone(), v.clone())
+            }
+            (None, None) => break,
+        };
+        merged.push(next);
     }
-    out
+    merged.into_iter().collect()
 }
