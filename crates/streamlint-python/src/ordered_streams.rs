@@ -18,6 +18,8 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::api::{ApiCall, ApiModel};
 use crate::names::Imports;
+use crate::summary::call_kind;
+use crate::syntax::is_name_byte;
 use crate::syntax::{visit_exprs, visit_statement_exprs, Expr, FunctionDef, Stmt};
 
 /// Calls that take a stream as an argument without ordering it after other work: entering it,
@@ -296,13 +298,6 @@ fn alias_value(value: &Expr) -> Vec<&Expr> {
     }
 }
 
-fn call_kind(api: &ApiModel, imports: &Imports, e: &Expr) -> Option<ApiCall> {
-    let Expr::Call { func, .. } = e else {
-        return None;
-    };
-    imports.qualify(func).and_then(|q| api.classify(&q))
-}
-
 /// The stream attributes a module's text may order on objects other than `self`: the last
 /// name of `obj.x` in `obj.x.wait_stream(`, `obj.x.wait_event(`, `e.wait(obj.x)` and
 /// `.stream(obj.x)` (a block of another object's stream, where a wait orders it). A byte scan,
@@ -354,10 +349,6 @@ fn chain_before(text: &[u8], at: usize) -> &[u8] {
         .rposition(|&b| !(is_name_byte(b) || b == b'.'))
         .map_or(0, |p| p + 1);
     &text[start..at]
-}
-
-fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
 }
 
 #[cfg(test)]

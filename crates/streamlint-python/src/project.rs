@@ -13,7 +13,7 @@ use crate::names::Imports;
 use crate::outline::{Block, Outline};
 use crate::parser::{self, ParseError};
 use crate::prefilter::{Found, Prefilter};
-use crate::syntax::{Expr, FunctionDef, Stmt};
+use crate::syntax::{is_name_byte, Expr, FunctionDef, Stmt};
 use crate::wrappers::Wrapper;
 use streamlint_graph::Summary;
 
@@ -154,6 +154,7 @@ impl ModuleIndex {
     /// their text, so that every offset and line stays where it was). Where the blanked text
     /// does not parse (the line scan took a line of a string for a statement), the whole text
     /// is parsed, and its errors are the ones reported.
+    ///
     /// Blocks holding one of the calls at `kept_calls` (offsets of their `(`, sorted) are kept:
     /// they enter a context manager of the project that has stream code.
     pub fn parse(&self, source: &str, kept_calls: &[usize]) -> Result<Parsed, ParseError> {
@@ -191,6 +192,11 @@ impl ModuleIndex {
         }
         sorted(&self.defined).hash(&mut hasher);
         sorted(&self.globals).hash(&mut hasher);
+        // Which of other objects' streams it orders decides how their classes' own streams
+        // are judged.
+        let mut ordered: Vec<&String> = self.orders_streams_of_others.iter().collect();
+        ordered.sort_unstable();
+        ordered.hash(&mut hasher);
         let mut functions: Vec<(&String, &Candidate)> = self.functions.iter().collect();
         functions.sort_unstable_by_key(|(name, _)| *name);
         for (name, c) in functions {
@@ -277,7 +283,6 @@ struct CallSite {
 /// the name a `def` or `class` line defines. A byte scan, so a call written in a string or a
 /// comment counts too: it only makes a function look called.
 fn called_names(text: &[u8]) -> Vec<CallSite> {
-    let is_name_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let mut called: Vec<CallSite> = memchr::memchr_iter(b'(', text)
         .filter_map(|paren| {
             // `f (x)` is a call too.
@@ -340,9 +345,8 @@ pub(crate) fn within(offsets: &[usize], start: usize, end: usize) -> bool {
 
 /// The top-level functions and classes of a module whose analysis cannot need them: no stream
 /// code, event, `non_blocking` copy or pinned memory in their text (so nothing in them is lowered
-/// and their classes keep no stream state), no construction of a class of the module that
-/// has such code (its methods may rely on what every construction passes), and no call of a
-/// context manager of the module that has such code (its code is lowered at the `with`). Functions called from
+/// and their classes keep no stream state), and no construction of a class of the module that
+/// has such code (its methods may rely on what every construction passes). Functions called from
 /// stream code are lowered in place from the project index, which keeps its own copy of their
 /// text. A module with data-loading code keeps everything: the functions its loaders run in
 /// worker processes are found by name across the module.
@@ -363,28 +367,11 @@ fn inert_blocks(source: &str, blocks: &[Block], marks: &Found) -> Vec<(u32, u32)
         .filter(|(b, &kept)| b.is_class && kept)
         .map(|(b, _)| b.name.as_str())
         .collect();
-    // Generator context managers with stream code (`@contextmanager def on_side(s): ...`):
-    // a `with` of one is lowered with its code (see `lower::context_managers`).
-    let context_managers: FxHashSet<&str> = blocks
-        .iter()
-        .zip(&kept)
-        .filter(|(b, &kept)| {
-            kept && !b.is_class
-                && source
-                    .get(b.start as usize..b.end as usize)
-                    .and_then(|text| text.split_once("def "))
-                    .is_some_and(|(decorators, _)| decorators.contains("contextmanager"))
-        })
-        .map(|(b, _)| b.name.as_str())
-        .collect();
-    let constructions: Vec<usize> = if kept_classes.is_empty() && context_managers.is_empty() {
+    let constructions: Vec<usize> = if kept_classes.is_empty() {
         Vec::new()
     } else {
         memchr::memchr_iter(b'(', source.as_bytes())
-            .filter(|&paren| {
-                let name = name_before(source, paren);
-                kept_classes.contains(name) || context_managers.contains(name)
-            })
+            .filter(|&paren| kept_classes.contains(name_before(source, paren)))
             .collect()
     };
     blocks

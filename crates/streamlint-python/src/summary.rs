@@ -322,18 +322,8 @@ struct Scan<'a> {
 }
 
 impl Scan<'_> {
-    /// What call makes the value; for `a if c else b`, the call in either branch.
     fn call_kind(&self, expr: &Expr) -> Option<ApiCall> {
-        match expr {
-            Expr::Call { func, .. } => self
-                .imports
-                .qualify(func)
-                .and_then(|q| self.api.classify(&q)),
-            Expr::IfExp { body, orelse, .. } => {
-                self.call_kind(body).or_else(|| self.call_kind(orelse))
-            }
-            _ => None,
-        }
+        call_kind(self.api, self.imports, expr)
     }
 
     /// The body of the lambda a mapping helper applies (`tree_map(lambda t: .., batch)`).
@@ -618,6 +608,17 @@ impl Scan<'_> {
             }
             _ => {}
         }
+    }
+}
+
+/// What call makes the value; for `a if c else b`, the call in either branch.
+pub(crate) fn call_kind(api: &ApiModel, imports: &Imports, expr: &Expr) -> Option<ApiCall> {
+    match expr {
+        Expr::Call { func, .. } => imports.qualify(func).and_then(|q| api.classify(&q)),
+        Expr::IfExp { body, orelse, .. } => {
+            call_kind(api, imports, body).or_else(|| call_kind(api, imports, orelse))
+        }
+        _ => None,
     }
 }
 

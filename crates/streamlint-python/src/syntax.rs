@@ -271,6 +271,11 @@ impl Stmt {
     }
 }
 
+/// Can the byte be part of a Python identifier (ASCII; other letters are rare in code)?
+pub(crate) fn is_name_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
 /// Does the function's own body (not a function nested in it) yield? A generator's body runs
 /// as its caller iterates it, not where it is called.
 pub fn is_generator(def: &FunctionDef) -> bool {

@@ -89,25 +89,30 @@ impl MissingStreamWait {
         Self::waits_here(body, consumer)
     }
 
+    /// What this body makes `consumer` wait on: each other stream, or `None` for an event.
+    fn waits_of(
+        body: &streamlint_graph::Body,
+        consumer: StreamId,
+    ) -> impl Iterator<Item = Option<StreamId>> + '_ {
+        body.ops_iter().filter_map(move |(_, op)| match op.kind {
+            OpKind::WaitStream { waiter, waitee } if waiter == consumer && waitee != consumer => {
+                Some(Some(waitee))
+            }
+            OpKind::WaitEvent { stream, .. } if stream == consumer => Some(None),
+            _ => None,
+        })
+    }
+
     /// Does this body make `consumer` wait on a stream passed in as a parameter?
     fn waits_on_passed_stream(body: &streamlint_graph::Body, consumer: StreamId) -> bool {
-        body.ops_iter().any(|(_, op)| match op.kind {
-            OpKind::WaitStream { waiter, waitee } => {
-                waiter == consumer
-                    && waitee != consumer
-                    && body.stream(waitee).origin == StreamOrigin::Parameter
-            }
-            _ => false,
-        })
+        Self::waits_of(body, consumer)
+            .flatten()
+            .any(|s| body.stream(s).origin == StreamOrigin::Parameter)
     }
 
     /// Does this body make `consumer` wait on some other stream or an event?
     fn waits_here(body: &streamlint_graph::Body, consumer: StreamId) -> bool {
-        body.ops_iter().any(|(_, op)| match op.kind {
-            OpKind::WaitStream { waiter, waitee } => waiter == consumer && waitee != consumer,
-            OpKind::WaitEvent { stream, .. } => stream == consumer,
-            _ => false,
-        })
+        Self::waits_of(body, consumer).next().is_some()
     }
 
     fn check_use(

@@ -33,7 +33,7 @@ pub(super) struct WithBlock {
 pub(super) struct Suspended<'a> {
     block: WithBlock,
     /// The caller's state while the generator's own code is lowered (`None` while the block
-    /// itself is: then the generator's is kept here).
+    /// itself is, in the caller's state).
     caller: Option<CallerState<'a>>,
     /// How many callees are being lowered in place while the generator's own code is.
     depth: usize,
