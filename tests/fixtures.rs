@@ -9,7 +9,7 @@ use streamlint_render::LineIndex;
 use streamlint_rules::{Applicability, Finding};
 mod support;
 
-use support::{all_fixture_files, expectations, fixture_files, repo_root};
+use support::{all_fixture_files, expectations, fixture_files, mismatches, repo_root};
 
 #[test]
 fn python_fixtures_match_their_expectations() {
@@ -65,25 +65,13 @@ fn check_fixtures(files: &[PathBuf]) {
 
 /// Record where `findings` on the fixture at `path` differ from its expectations.
 fn compare(path: &Path, source: &str, findings: &[Finding], failures: &mut Vec<String>) {
-    let expected = expectations(source);
-    let index = LineIndex::new(source);
-    let actual: BTreeSet<(usize, String)> = findings
-        .iter()
-        .map(|f| (index.position(f.span.start).row, f.code.to_string()))
-        .collect();
     let rel = path
         .strip_prefix(repo_root())
         .unwrap_or(path)
         .display()
         .to_string();
-    for (line, code) in expected.difference(&actual) {
-        failures.push(format!("{rel}:{line}: missing {code}"));
-    }
-    for f in findings {
-        let row = index.position(f.span.start).row;
-        if !expected.contains(&(row, f.code.to_string())) {
-            failures.push(format!("{rel}:{row}: unexpected {} {}", f.code, f.message));
-        }
+    for m in mismatches(source, findings) {
+        failures.push(format!("{rel}:{m}"));
     }
 }
 

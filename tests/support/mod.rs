@@ -24,6 +24,28 @@ pub fn expectations(source: &str) -> BTreeSet<(usize, String)> {
     out
 }
 
+/// Where `findings` on `source` differ from its inline expectations: `line: missing CODE` and
+/// `line: unexpected CODE message`.
+pub fn mismatches(source: &str, findings: &[streamlint_rules::Finding]) -> Vec<String> {
+    let expected = expectations(source);
+    let index = streamlint_render::LineIndex::new(source);
+    let actual: BTreeSet<(usize, String)> = findings
+        .iter()
+        .map(|f| (index.position(f.span.start).row, f.code.to_string()))
+        .collect();
+    let mut out: Vec<String> = expected
+        .difference(&actual)
+        .map(|(line, code)| format!("{line}: missing {code}"))
+        .collect();
+    for f in findings {
+        let row = index.position(f.span.start).row;
+        if !expected.contains(&(row, f.code.to_string())) {
+            out.push(format!("{row}: unexpected {} {}", f.code, f.message));
+        }
+    }
+    out
+}
+
 /// The repository root (where `fixtures/` lives).
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
