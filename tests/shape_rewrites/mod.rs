@@ -493,10 +493,35 @@ pub fn from_import(source: &str, module: &[Stmt]) -> Vec<Variant> {
 }
 
 /// The body of one function (after its docstring) under `if shape_flag:`: one variant per
-/// function. The other path does nothing, so the verdict stays.
+/// function that the module's own code does not name (an entry point: `forward`, `train`). The
+/// other path does nothing, so the verdict stays; a helper's callers, on the other hand, would
+/// lose what it does for them on that path (a `record_stream`), which is another case.
 pub fn body_under_flag(source: &str, module: &[Stmt]) -> Vec<Variant> {
+    #[derive(Default)]
+    struct Named<'a> {
+        names: HashSet<&'a str>,
+    }
+    impl<'a> Visitor<'a> for Named<'a> {
+        fn visit_expr(&mut self, expr: &'a Expr) {
+            match expr {
+                Expr::Name(n) => {
+                    self.names.insert(n.id.as_str());
+                }
+                Expr::Attribute(a) => {
+                    self.names.insert(a.attr.id.as_str());
+                }
+                _ => {}
+            }
+            visitor::walk_expr(self, expr);
+        }
+    }
+    let mut named = Named::default();
+    named.visit_body(module);
     let mut out = Vec::new();
     for (name, f) in functions(module) {
+        if named.names.contains(f.name.id.as_str()) {
+            continue;
+        }
         let body = match f.body.first() {
             Some(Stmt::Expr(e)) if e.value.is_string_literal_expr() => &f.body[1..],
             _ => &f.body[..],

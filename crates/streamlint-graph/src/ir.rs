@@ -341,6 +341,9 @@ pub enum OpKind {
     SetStream { stream: StreamId, restored: bool },
     /// The body ends: every local buffer that did not escape is released.
     ScopeEnd,
+    /// On this path the value is not there (`if t is None:`): no work of it is pending and
+    /// nothing of it needs keeping alive, so its state on the other paths decides.
+    Absent { buffer: BufferId },
 }
 
 impl OpKind {

@@ -49,8 +49,13 @@ pub struct BufferState {
     pub reads: BTreeSet<(StreamId, OpId)>,
     /// The latest use per stream since production, for lifetime coverage.
     pub uses: BTreeSet<(StreamId, OpId)>,
-    /// Streams `record_stream` was called with (on some path).
+    /// Streams `record_stream` was called with on every path here: later uses on them are
+    /// covered.
     pub recorded: BTreeSet<StreamId>,
+    /// Streams with a use that, on some path here, no `record_stream` of that stream covers
+    /// (before or after the use on that path). Kept apart from `recorded` so that a path that
+    /// neither used nor recorded a stream and one that did both meet as covered.
+    pub unrecorded: BTreeSet<StreamId>,
     /// The value may have left the body's control.
     pub escaped: bool,
     /// Where the code tests where the value lives, on the paths here.
@@ -89,7 +94,8 @@ impl BufferState {
         self.writes.is_subset(&other.writes)
             && self.reads.is_subset(&other.reads)
             && self.uses.is_subset(&other.uses)
-            && self.recorded.is_subset(&other.recorded)
+            && other.recorded.is_subset(&self.recorded)
+            && self.unrecorded.is_subset(&other.unrecorded)
             && (other.escaped || !self.escaped)
             && (other.device_tested.somewhere.is_some() || self.device_tested.somewhere.is_none())
             && (!other.device_tested.on_every_path || self.device_tested.on_every_path)
@@ -199,7 +205,7 @@ impl State {
             .iter()
             .copied()
             .filter(|&(s, u)| {
-                s != free_stream && !b.recorded.contains(&s) && !self.ordered(free_stream, s, u)
+                s != free_stream && b.unrecorded.contains(&s) && !self.ordered(free_stream, s, u)
             })
             .collect()
     }
@@ -356,6 +362,7 @@ impl State {
                         how,
                         writes: one.clone(),
                         reads: BTreeSet::new(),
+                        unrecorded: one.iter().map(|&(s, _)| s).collect(),
                         uses: one,
                         recorded: BTreeSet::new(),
                         escaped: false,
@@ -373,6 +380,9 @@ impl State {
                 let b = Rc::make_mut(self.buffers.get_mut(&buffer).expect("checked above"));
                 b.uses.retain(|(s, _)| *s != stream);
                 b.uses.insert((stream, id));
+                if !b.recorded.contains(&stream) {
+                    b.unrecorded.insert(stream);
+                }
                 if matches!(
                     body.op(id).kind,
                     OpKind::Write { .. } | OpKind::Raw { write: true, .. }
@@ -405,8 +415,10 @@ impl State {
             }
             OpKind::RecordStream { buffer, stream } => {
                 if let Some(b) = self.buffers.get_mut(&buffer) {
-                    if !b.recorded.contains(&stream) {
-                        Rc::make_mut(b).recorded.insert(stream);
+                    if !b.recorded.contains(&stream) || b.unrecorded.contains(&stream) {
+                        let b = Rc::make_mut(b);
+                        b.recorded.insert(stream);
+                        b.unrecorded.remove(&stream);
                     }
                 }
             }
@@ -497,6 +509,9 @@ impl State {
                 }
             }
             OpKind::Carry { from, into, part } => self.carry(id, from, into, part),
+            OpKind::Absent { buffer } => {
+                self.buffers.remove(&buffer);
+            }
             OpKind::ScopeEnd => {
                 self.buffers
                     .retain(|id, b| b.escaped || body.buffer(*id).owner != Owner::Local);
@@ -550,9 +565,11 @@ impl State {
                     ours.writes.extend(theirs.writes.iter().copied());
                     ours.reads.extend(theirs.reads.iter().copied());
                     ours.uses.extend(theirs.uses.iter().copied());
-                    // A `record_stream` on one path counts: the other path is often the one where
-                    // the value is `None` (`if t is not None: t.record_stream(s)`).
-                    ours.recorded.extend(theirs.recorded.iter().copied());
+                    // A `record_stream` keeps the memory only on the paths that make it; where the
+                    // value is `None` instead (`if t is not None: t.record_stream(s)`), that path
+                    // holds no state of it (`OpKind::Absent`) and this one decides.
+                    ours.recorded.retain(|s| theirs.recorded.contains(s));
+                    ours.unrecorded.extend(theirs.unrecorded.iter().copied());
                     ours.escaped |= theirs.escaped;
                     ours.device_tested.meet(&theirs.device_tested);
                 }

@@ -365,6 +365,67 @@ fn a_sync_on_one_branch_does_not_count_after_the_join() {
     assert_eq!(before(&body, r).unordered_writes(x, side).len(), 1);
 }
 
+/// A `record_stream` covers the uses on the paths that make it: recorded on one branch only, a
+/// use before the branch is uncovered on the other; a path that used and recorded the stream
+/// and one that did neither meet as covered; where the value is `None` (`Absent`) the other
+/// path decides.
+#[test]
+fn a_record_on_one_branch_covers_only_that_path() {
+    let record = |b: &mut BodyBuilder, x: BufferId, side: StreamId| {
+        b.push(
+            OpKind::RecordStream {
+                buffer: x,
+                stream: side,
+            },
+            Span::default(),
+        );
+    };
+    for case in [
+        "use_then_record_on_one_branch",
+        "use_and_record_on_one_branch",
+        "absent_on_the_other",
+    ] {
+        let (mut b, main, side) = builder();
+        let x = tensor(&mut b, "x");
+        produce(&mut b, x, main);
+        match case {
+            "use_then_record_on_one_branch" => {
+                read(&mut b, x, side);
+                on_one_branch(&mut b, |b| record(b, x, side));
+            }
+            "use_and_record_on_one_branch" => on_one_branch(&mut b, |b| {
+                read(b, x, side);
+                record(b, x, side);
+            }),
+            _ => {
+                read(&mut b, x, side);
+                let entry = b.current();
+                let (then, other, join) = (b.new_block(), b.new_block(), b.new_block());
+                b.edge(entry, then);
+                b.edge(entry, other);
+                b.switch_to(then);
+                record(&mut b, x, side);
+                b.edge(then, join);
+                b.switch_to(other);
+                b.push(OpKind::Absent { buffer: x }, Span::default());
+                b.edge(other, join);
+                b.switch_to(join);
+            }
+        }
+        let rel = b.push(
+            OpKind::Release {
+                buffer: x,
+                cause: ReleaseCause::Delete,
+            },
+            Span::default(),
+        );
+        let body = b.finish();
+        let uncovered = before(&body, rel).uncovered_uses(x);
+        let expect_hazard = case == "use_then_record_on_one_branch";
+        assert_eq!(!uncovered.is_empty(), expect_hazard, "case = {case}");
+    }
+}
+
 /// A residence test on one branch only is a test on some paths after the join; one before the
 /// branch is a test on every path.
 #[test]

@@ -87,8 +87,15 @@ impl<'a> ModuleContext<'a> {
 
 /// The device module an expression denotes, if it is one: a known name (`torch.cuda`,
 /// `torch.get_device_module(dev)`, `get_accelerator()`, the configured ones), or one picked at
-/// run time by name (`getattr(torch, device_type)`), which is the device's.
+/// run time by name (`getattr(torch, device_type)`), which is the device's. A choice between
+/// two (`getattr(torch, kind) if hasattr(torch, "accelerator") else torch.cuda`) is the device
+/// module whichever arm runs: the first arm names it.
 pub fn device_module_of(expr: &Expr, imports: &Imports, api: &ApiModel) -> Option<String> {
+    if let Expr::IfExp { body, orelse, .. } = expr {
+        let first = device_module_of(body, imports, api)?;
+        device_module_of(orelse, imports, api)?;
+        return Some(first);
+    }
     if let Expr::Call { func, args, .. } = expr {
         let by_name = matches!(func.as_ref(), Expr::Name { id, .. } if id == "getattr");
         if by_name && args.first().and_then(|a| imports.qualify(a)).as_deref() == Some("torch") {

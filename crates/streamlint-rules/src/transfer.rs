@@ -34,7 +34,7 @@ impl Rule for TransferInSideStream {
             } => {
                 let ambient = cx.body.ambient;
                 if !self.check_wait(cx, state, buffer, ambient, id, true) {
-                    self.check_record(cx, state, buffer, id, &[ambient]);
+                    self.check_record(cx, state, buffer, id, &[ambient], true);
                 }
             }
             OpKind::Escape { buffer, kind } if kind.consumed_on_ambient() => {
@@ -45,7 +45,7 @@ impl Rule for TransferInSideStream {
                         .is_some_and(|b| cx.is_callers_stream(b.alloc_stream));
                 let ambient = cx.body.ambient;
                 if callers || !self.check_wait(cx, state, buffer, ambient, id, true) {
-                    self.check_record(cx, state, buffer, id, &[ambient]);
+                    self.check_record(cx, state, buffer, id, &[ambient], true);
                 }
             }
             OpKind::Release { buffer, .. } => {
@@ -54,14 +54,14 @@ impl Rule for TransferInSideStream {
                     .into_iter()
                     .map(|(s, _)| s)
                     .collect();
-                self.check_record(cx, state, buffer, id, &users);
+                self.check_record(cx, state, buffer, id, &users, false);
             }
             OpKind::ScopeEnd => {
                 for buffer in released_at_scope_end(cx.body, state) {
                     let uncovered = state.uncovered_uses(buffer);
                     if let Some(&(_, last)) = uncovered.iter().max_by_key(|(_, u)| *u) {
                         let users: Vec<StreamId> = uncovered.iter().map(|(s, _)| *s).collect();
-                        self.check_record(cx, state, buffer, last, &users);
+                        self.check_record(cx, state, buffer, last, &users, false);
                     }
                 }
             }
@@ -154,7 +154,9 @@ impl TransferInSideStream {
     }
 
     /// The copy's result freed (or handed out) while consumers other than the side stream are
-    /// unknown to the allocator.
+    /// unknown to the allocator. `later`: the users will use it from here on (the caller), so
+    /// only a `record_stream` made on every path covers them; otherwise they used it already,
+    /// and a record on the path of each use does.
     fn check_record(
         &self,
         cx: &mut Context<'_>,
@@ -162,6 +164,7 @@ impl TransferInSideStream {
         buffer: BufferId,
         at: OpId,
         users: &[StreamId],
+        later: bool,
     ) {
         let Some(b) = state.buffer(buffer) else {
             return;
@@ -179,10 +182,10 @@ impl TransferInSideStream {
         if to_caller && b.writes.iter().any(|&(_, w)| state.handed_off(w)) {
             return;
         }
-        let Some(&consumer) = users
-            .iter()
-            .find(|s| **s != b.alloc_stream && !b.recorded.contains(s))
-        else {
+        let Some(&consumer) = users.iter().find(|s| {
+            **s != b.alloc_stream
+                && (b.unrecorded.contains(s) || (later && !b.recorded.contains(s)))
+        }) else {
             return;
         };
         let name = cx.buffer_name(buffer).to_string();

@@ -414,7 +414,7 @@ impl<'a> Lowerer<'a> {
     /// tensor (an in-place op on it, a collective given it). From then on it is one, made
     /// before this point with nothing known to be pending on it, and not this body's to free
     /// (whoever made it may keep it): its order is judged, not its lifetime.
-    fn made_elsewhere(&mut self, id: &str, span: Span) -> Option<Value> {
+    pub(super) fn made_elsewhere(&mut self, id: &str, span: Span) -> Option<Value> {
         if !matches!(self.env.get(id), Some(Value::Unknown)) {
             return None;
         }
@@ -492,7 +492,11 @@ impl<'a> Lowerer<'a> {
                 let Some(arg) = first.or_else(|| Expr::keyword(keywords, "stream")) else {
                     return Value::StreamContext(None);
                 };
+                // `ctx = torch.cuda.stream(torch.cuda.Stream())`: the name is the context's;
+                // the stream made in its argument has none.
+                let binding = self.binding.take();
                 let v = self.eval(arg);
+                self.binding = binding;
                 Value::StreamContext(self.stream_of(&v, arg))
             }
             ApiCall::CurrentStream => Value::Stream(self.current),

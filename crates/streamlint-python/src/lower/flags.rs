@@ -75,8 +75,8 @@ pub(super) fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
             let mut found = Vec::new();
             flags_of_test(test, &mut found);
             // `if side is not None: main.wait_stream(side)` is taken as run (see
-            // `Lowerer::stmt`): whether a stream exists is not a switch its waits follow.
-            if orelse.is_empty() && body.iter().all(is_ordering_stmt) {
+            // `orders_only_what_it_tests`).
+            if orelse.is_empty() && orders_only_what_it_tests(test, body) {
                 found.retain(|key| !key.ends_with(IS_NONE));
             }
             out.extend(found);
@@ -295,4 +295,77 @@ impl<'a> Lowerer<'a> {
         self.produced = produced_on_some_path;
         self.flag_splits = outer_splits;
     }
+}
+
+/// What a test says is `None` on one of its branches: `x is not None` on the branch not taken,
+/// `x is None` on the branch taken (names and attributes: `grad`, `self.buffer`).
+pub(super) fn none_on_branch(test: &Expr, taken: bool) -> Option<String> {
+    let Expr::Operator {
+        op: op @ (Operator::Is | Operator::IsNot),
+        operands,
+        ..
+    } = test
+    else {
+        return None;
+    };
+    let [subject, Expr::Constant {
+        value: Constant::None,
+        ..
+    }] = operands.as_slice()
+    else {
+        return None;
+    };
+    ((*op == Operator::Is) == taken).then(|| subject.dotted())?
+}
+
+/// `if side is not None: main.wait_stream(side)`: a body that only orders, under a test that
+/// its orderings' own streams, events or handles are there. Where the stream is `None`, the
+/// work a `with stream(side):` queued ran on the current stream and needs no wait: whether a
+/// stream exists is not a switch its waits follow. Any other test (`if sync:`) is a path
+/// without the ordering.
+pub(super) fn orders_only_what_it_tests(test: &Expr, body: &[Stmt]) -> bool {
+    fn tested(test: &Expr, out: &mut Vec<String>) {
+        match test {
+            Expr::Operator {
+                op: Operator::And,
+                operands,
+                ..
+            } => operands.iter().for_each(|o| tested(o, out)),
+            Expr::Operator {
+                op: Operator::IsNot,
+                operands,
+                ..
+            } => {
+                if let [subject, Expr::Constant {
+                    value: Constant::None,
+                    ..
+                }] = operands.as_slice()
+                {
+                    out.extend(subject.dotted());
+                }
+            }
+            Expr::Name { .. } | Expr::Attribute { .. } => out.extend(test.dotted()),
+            _ => {}
+        }
+    }
+    let mut subjects = Vec::new();
+    tested(test, &mut subjects);
+    !subjects.is_empty()
+        && !body.is_empty()
+        && body.iter().all(|stmt| {
+            is_ordering_stmt(stmt) && ordering_operands(stmt).iter().any(|o| subjects.contains(o))
+        })
+}
+
+/// The dotted names an ordering statement acts on: its receiver's root chain and its arguments
+/// (`main.wait_stream(side)`: `main`, `side`).
+fn ordering_operands(stmt: &Stmt) -> Vec<String> {
+    let Stmt::Expr(Expr::Call { func, args, .. }) = stmt else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = args.iter().filter_map(Expr::dotted).collect();
+    if let Expr::Attribute { value, .. } = func.as_ref() {
+        out.extend(value.dotted());
+    }
+    out
 }

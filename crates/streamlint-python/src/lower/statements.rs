@@ -100,9 +100,8 @@ impl<'a> Lowerer<'a> {
                     self.main_guard -= 1;
                     return self.stmts(orelse);
                 }
-                // `if use_side_stream: main.wait_stream(side)`: the guard goes with whether the
-                // stream exists at all, which the analysis cannot see; take the edge as made.
-                if orelse.is_empty() && !body.is_empty() && body.iter().all(is_ordering_stmt) {
+                // `if side is not None: main.wait_stream(side)`: see `orders_only_what_it_tests`.
+                if orelse.is_empty() && flags::orders_only_what_it_tests(test, body) {
                     self.eval(test);
                     return self.stmts(body);
                 }
@@ -113,12 +112,14 @@ impl<'a> Lowerer<'a> {
                 let before_current = self.current;
                 let carried_before = self.carried.len();
                 self.branch(from);
+                self.absent_where_none(test, true, *span);
                 self.stmts(body);
                 let then_carried = self.carried[carried_before..].to_vec();
                 let then_env = std::mem::replace(&mut self.env, before);
                 let then_current = std::mem::replace(&mut self.current, before_current);
                 let then_end = self.b.current();
                 self.branch(from);
+                self.absent_where_none(test, false, *span);
                 self.stmts(orelse);
                 let else_carried = self.carried[carried_before + then_carried.len()..].to_vec();
                 // The new instances each branch made, made at the other's end as well.
@@ -313,6 +314,21 @@ impl<'a> Lowerer<'a> {
 
     /// The test of an `if`, `while` or `assert`: a tensor's truth is read on the host, which
     /// waits for the current stream (`if torch.isnan(loss).any():`, `assert (a == b).all()`).
+    /// On the branch where a test says a value is `None`, the value it held elsewhere is not
+    /// there: its pending work and keep-alive needs are the other branch's.
+    fn absent_where_none(&mut self, test: &Expr, taken: bool, span: Span) {
+        let Some(name) = flags::none_on_branch(test, taken) else {
+            return;
+        };
+        let Some(value) = self.env.get(name.as_str()) else {
+            return;
+        };
+        for buffer in value.buffers() {
+            self.b.push(OpKind::Absent { buffer }, span);
+        }
+        self.env.insert(name.into(), Value::None);
+    }
+
     pub(super) fn truth_test(&mut self, test: &Expr, span: Span) {
         let value = self.eval(test);
         if !value.local_tensors().is_empty() {
@@ -396,7 +412,14 @@ impl<'a> Lowerer<'a> {
     ) {
         if augmented {
             let v = self.eval(value);
-            let t = self.eval(&targets[0]);
+            let mut t = self.eval(&targets[0]);
+            // `flat /= world_size` on a value from code not seen is an in-place write, as
+            // `flat.div_(world_size)` is: from here on the value is a tensor the body tracks.
+            if let Expr::Name { id, .. } = &targets[0] {
+                if let Some(made) = self.made_elsewhere(id, span) {
+                    t = made;
+                }
+            }
             let written = t.local_tensors();
             if !written.is_empty() {
                 self.read_all(&v.buffers(), span);
