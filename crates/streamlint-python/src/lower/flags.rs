@@ -76,7 +76,7 @@ pub(super) fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
             flags_of_test(test, &mut found);
             // `if side is not None: main.wait_stream(side)` is taken as run (see
             // `orders_only_what_it_tests`).
-            if orelse.is_empty() && orders_only_what_it_tests(test, body) {
+            if orelse.is_empty() && orders_only_what_it_tests(test, body, &FxHashMap::default()) {
                 found.retain(|key| !key.ends_with(IS_NONE));
             }
             out.extend(found);
@@ -319,42 +319,74 @@ pub(super) fn none_on_branch(test: &Expr, taken: bool) -> Option<String> {
 }
 
 /// `if side is not None: main.wait_stream(side)`: a body that only orders, under a test that
-/// its orderings' own streams, events or handles are there. Where the stream is `None`, the
-/// work a `with stream(side):` queued ran on the current stream and needs no wait: whether a
-/// stream exists is not a switch its waits follow. Any other test (`if sync:`) is a path
-/// without the ordering.
-pub(super) fn orders_only_what_it_tests(test: &Expr, body: &[Stmt]) -> bool {
-    fn tested(test: &Expr, out: &mut Vec<String>) {
-        match test {
-            Expr::Operator {
-                op: Operator::And,
-                operands,
-                ..
-            } => operands.iter().for_each(|o| tested(o, out)),
-            Expr::Operator {
-                op: Operator::IsNot,
-                operands,
-                ..
-            } => {
-                if let [subject, Expr::Constant {
-                    value: Constant::None,
-                    ..
-                }] = operands.as_slice()
-                {
-                    out.extend(subject.dotted());
-                }
-            }
-            Expr::Name { .. } | Expr::Attribute { .. } => out.extend(test.dotted()),
-            _ => {}
-        }
-    }
+/// its orderings' own streams, events or handles are there (`is not None`, `isinstance(side,
+/// torch.cuda.Stream)`) or are not the current stream (`torch.cuda.current_stream() != side`),
+/// directly or through a name bound to such a test (`guards`). Where the stream is `None` or is
+/// the current stream, the work a `with stream(side):` queued ran on the current stream and needs
+/// no wait: whether a stream exists is not a switch its waits follow. Any other test (`if
+/// sync:`) is a path without the ordering.
+pub(super) fn orders_only_what_it_tests(
+    test: &Expr,
+    body: &[Stmt],
+    guards: &FxHashMap<String, Vec<String>>,
+) -> bool {
     let mut subjects = Vec::new();
-    tested(test, &mut subjects);
+    guarded_subjects(test, guards, &mut subjects);
     !subjects.is_empty()
         && !body.is_empty()
         && body.iter().all(|stmt| {
             is_ordering_stmt(stmt) && ordering_operands(stmt).iter().any(|o| subjects.contains(o))
         })
+}
+
+/// What a test, when true, says is there: the subject of `x is not None` and of
+/// `isinstance(x, ..)`, the operands of a comparison (`current != side`), a name or attribute
+/// tested for truth, each operand of an `and`; a name bound to such a test stands for its
+/// subjects.
+pub(super) fn guarded_subjects(
+    test: &Expr,
+    guards: &FxHashMap<String, Vec<String>>,
+    out: &mut Vec<String>,
+) {
+    match test {
+        Expr::Operator {
+            op: Operator::And,
+            operands,
+            ..
+        } => operands
+            .iter()
+            .for_each(|o| guarded_subjects(o, guards, out)),
+        Expr::Operator {
+            op: Operator::IsNot,
+            operands,
+            ..
+        } => {
+            if let [subject, Expr::Constant {
+                value: Constant::None,
+                ..
+            }] = operands.as_slice()
+            {
+                out.extend(subject.dotted());
+            } else {
+                out.extend(operands.iter().filter_map(Expr::dotted));
+            }
+        }
+        Expr::Operator {
+            op: Operator::Arithmetic,
+            operands,
+            ..
+        } if operands.len() == 2 => out.extend(operands.iter().filter_map(Expr::dotted)),
+        Expr::Call { func, args, .. } if matches!(func.as_ref(), Expr::Name { id, .. } if id == "isinstance") =>
+        {
+            out.extend(args.first().and_then(Expr::dotted));
+        }
+        Expr::Name { id, .. } => match guards.get(id) {
+            Some(subjects) => out.extend(subjects.iter().cloned()),
+            None => out.push(id.clone()),
+        },
+        Expr::Attribute { .. } => out.extend(test.dotted()),
+        _ => {}
+    }
 }
 
 /// The dotted names an ordering statement acts on: its receiver's root chain and its arguments

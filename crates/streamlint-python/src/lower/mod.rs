@@ -216,6 +216,9 @@ pub struct Lowerer<'a> {
     /// Local flags bound once to `True` or `False` (`overlap = False`), and names whose
     /// correlated tests split the paths (see `split_on`): their `if`s are decided.
     flags: FxHashMap<String, bool>,
+    /// Local names bound to a test of streams (`on_side = current_stream() != self.side`), with
+    /// what the test says is there (see `flags::guarded_subjects`).
+    stream_guards: FxHashMap<String, Vec<String>>,
     /// Splits on correlated tests the path being lowered is inside (each doubles what follows
     /// it).
     flag_splits: usize,
@@ -329,6 +332,7 @@ impl<'a> Lowerer<'a> {
             keyword_value: None,
             placements: FxHashMap::default(),
             flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
+            stream_guards: FxHashMap::default(),
             flag_splits: 0,
             splits_made: 0,
             in_trial: false,

@@ -83,6 +83,15 @@ impl<'a> Lowerer<'a> {
                 orelse,
                 span,
             } => {
+                // `if side is not None: main.wait_stream(side)`: see `orders_only_what_it_tests`.
+                // Also where a split or a constant decides the test: on its false path the stream
+                // is absent or current, and a wait there orders nothing.
+                if orelse.is_empty()
+                    && flags::orders_only_what_it_tests(test, body, &self.stream_guards)
+                {
+                    self.eval(test);
+                    return self.stmts(body);
+                }
                 // Guards that are constant on CUDA: lower only the branch CUDA takes.
                 let decided = self
                     .cx
@@ -99,11 +108,6 @@ impl<'a> Lowerer<'a> {
                     self.stmts(body);
                     self.main_guard -= 1;
                     return self.stmts(orelse);
-                }
-                // `if side is not None: main.wait_stream(side)`: see `orders_only_what_it_tests`.
-                if orelse.is_empty() && flags::orders_only_what_it_tests(test, body) {
-                    self.eval(test);
-                    return self.stmts(body);
                 }
                 self.truth_test(test, *span);
                 self.note_device_tests(test, test.span());
@@ -446,6 +450,30 @@ impl<'a> Lowerer<'a> {
                 }
             }
             return;
+        }
+        // `on_side = torch.cuda.current_stream() != self.copy_stream`: a later `if on_side:`
+        // tests what this tests.
+        if let [Expr::Name { id, .. }] = targets {
+            let mut subjects = Vec::new();
+            if !matches!(value, Expr::Name { .. } | Expr::Attribute { .. }) {
+                flags::guarded_subjects(value, &self.stream_guards, &mut subjects);
+            }
+            if subjects.is_empty() {
+                self.stream_guards.remove(id);
+            } else {
+                self.stream_guards.insert(id.clone(), subjects);
+            }
+            // `side = torch.cuda.Stream() if use_side else nullcontext()`: `use_side` says
+            // whether `side` is a stream, so `if use_side:` guards its waits.
+            if let Expr::IfExp { test, .. } = value {
+                if let Expr::Name { id: flag, .. } = test.as_ref() {
+                    let guarded = self
+                        .stream_guards
+                        .entry(flag.clone())
+                        .or_insert_with(|| vec![flag.clone()]);
+                    guarded.push(id.clone());
+                }
+            }
         }
         self.binding = targets.first().and_then(binding_name);
         self.binding_value = Some(value.span());
