@@ -310,6 +310,9 @@ pub enum OpKind {
     RecordEvent { event: EventId, stream: StreamId },
     /// A fresh, never recorded event is made (an event factory runs again in a loop).
     NewEvent { event: EventId },
+    /// At entry: `event` was recorded on `stream` on some paths only (another method of the
+    /// object records it under a condition), so a wait on it may order nothing.
+    RecordedOnSomePaths { event: EventId, stream: StreamId },
     /// `stream` waits for the work captured by `event`.
     WaitEvent { event: EventId, stream: StreamId },
     /// The host waits for `stream`.

@@ -465,6 +465,14 @@ impl State {
                     }
                 }
             }
+            OpKind::RecordedOnSomePaths { event, stream } => {
+                let maybe = EventState {
+                    recorded: Recorded::Maybe,
+                    snapshot: AccessSet::new(),
+                    streams: BTreeSet::from([stream]),
+                };
+                self.events.insert(event, maybe);
+            }
             OpKind::NewEvent { event } => {
                 let fresh = EventState {
                     recorded: Recorded::Never,

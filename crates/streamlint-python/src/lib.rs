@@ -4,6 +4,7 @@
 pub mod api;
 mod captures;
 mod context;
+mod guards;
 mod hooks;
 mod lower;
 mod module;

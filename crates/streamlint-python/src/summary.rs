@@ -104,8 +104,11 @@ impl MethodSummary {
 #[derive(Clone, Debug, Default)]
 pub struct ClassSummary {
     pub attrs: FxHashMap<String, AttrKind>,
-    /// Event attributes and the stream attribute each is recorded on.
+    /// Event attributes and the stream attribute each is recorded on (on some path).
     pub event_streams: FxHashMap<String, String>,
+    /// The event attributes of `event_streams` whose record runs on every path of its method
+    /// that issues the work it captures.
+    pub events_recorded_on_every_path: FxHashSet<String>,
     pub methods: FxHashMap<String, MethodSummary>,
     /// The class's unpack hooks, with what their argument holds (see `hooks`).
     pub unpack_arguments: FxHashMap<String, crate::hooks::PackedArgument>,
@@ -124,6 +127,7 @@ impl ClassSummary {
     pub fn build(body: &[Stmt], api: &ApiModel, imports: &Imports) -> ClassSummary {
         let mut summary = ClassSummary::default();
         let mut recorded_on = FxHashMap::default();
+        let mut recorded_on_every_path = FxHashMap::default();
         let methods: FxHashSet<String> = body
             .iter()
             .filter_map(|s| match s {
@@ -138,13 +142,20 @@ impl ClassSummary {
                     imports,
                     with_streams: Vec::new(),
                     conditional: 0,
+                    branches: Vec::new(),
+                    branch_count: 0,
+                    handlers: 0,
+                    work_branches: Vec::new(),
+                    orderings: Vec::new(),
                     returned_early: false,
                     current_names: FxHashSet::default(),
                     method: MethodSummary::default(),
                     recorded_on: &mut recorded_on,
+                    recorded_on_every_path: &mut recorded_on_every_path,
                     methods: &methods,
                 };
                 scan.stmts(&f.body);
+                scan.settle();
                 scan.method.keeps_arguments = keeps_arguments(f);
                 scan.method.writes_host_of = writes_host_of(f);
                 for (attr, kind) in &scan.method.assigns {
@@ -165,7 +176,8 @@ impl ClassSummary {
                 summary.methods.insert(f.name.clone(), scan.method);
             }
         }
-        summary.resolve_event_syncs(&recorded_on);
+        summary.resolve_event_syncs(&recorded_on_every_path);
+        summary.events_recorded_on_every_path = recorded_on_every_path.into_keys().collect();
         summary.event_streams = recorded_on;
         let own: FxHashSet<&str> = summary
             .attrs
@@ -303,6 +315,18 @@ impl ClassSummary {
     }
 }
 
+/// An ordering a method makes that other methods may count on.
+enum Ordering {
+    /// The current stream waits on a stream attribute.
+    WaitsOn(String),
+    /// The host waits for a stream attribute (empty: the caller's current stream).
+    Syncs(String),
+    /// The host waits for the whole device.
+    SyncsDevice,
+    /// An event attribute is recorded on a stream.
+    Records { event: String, stream: String },
+}
+
 struct Scan<'a> {
     api: &'a ApiModel,
     imports: &'a Imports,
@@ -310,13 +334,30 @@ struct Scan<'a> {
     with_streams: Vec<String>,
     /// How many enclosing statements run their body on some paths only (`if`, loops, `except`).
     conditional: usize,
+    /// The enclosing branches (`if` or `else` blocks), innermost last: an id for each, and what
+    /// its test says is there (`if self.side is not None:`).
+    branches: Vec<(usize, Vec<String>)>,
+    /// Branch ids handed out so far.
+    branch_count: usize,
+    /// How many enclosing `except` blocks there are: what runs there runs on some paths only.
+    handlers: usize,
+    /// The branches each piece of the method's stream work (a fill, an in-place write, an
+    /// item stored) runs in.
+    work_branches: Vec<Vec<usize>>,
+    /// The orderings the method makes, with the branches they run in; settled when the method
+    /// ends (see `Scan::settle`).
+    orderings: Vec<(Ordering, Vec<usize>)>,
     /// A `return` on some path came before: what follows runs on some paths only.
     returned_early: bool,
     /// Local names bound to the current stream (`cur = torch.cuda.current_stream()`).
     current_names: FxHashSet<String>,
     method: MethodSummary,
-    /// Event attributes and the stream attribute they are recorded on, across the class.
+    /// Event attributes and the stream attribute they are recorded on, across the class, on
+    /// some path.
     recorded_on: &'a mut FxHashMap<String, String>,
+    /// The same, where the record runs on every path of its method that issues the work it
+    /// captures: a host wait on the event waits for that work.
+    recorded_on_every_path: &'a mut FxHashMap<String, String>,
     /// The class's own methods: what they return is not known to be a tensor.
     methods: &'a FxHashSet<String>,
 }
@@ -411,15 +452,87 @@ impl Scan<'_> {
             } => {
                 self.stmts(body);
                 self.conditional += 1;
+                self.handlers += 1;
                 handlers.iter().for_each(|h| self.stmts(h));
+                self.handlers -= 1;
                 self.stmts(orelse);
                 self.conditional -= 1;
                 self.stmts(finalbody);
+            }
+            Stmt::If {
+                test, body, orelse, ..
+            } => {
+                let mut guarded = Vec::new();
+                crate::guards::guarded_subjects(test, &FxHashMap::default(), &mut guarded);
+                self.conditional += 1;
+                for (block, guarded) in [(body, guarded), (orelse, Vec::new())] {
+                    self.branch_count += 1;
+                    self.branches.push((self.branch_count, guarded));
+                    self.stmts(block);
+                    self.branches.pop();
+                }
+                self.conditional -= 1;
             }
             other => {
                 self.conditional += 1;
                 other.blocks().into_iter().for_each(|b| self.stmts(b));
                 self.conditional -= 1;
+            }
+        }
+    }
+
+    /// An ordering of `subject` (a stream, an event) made here, to be settled when the method
+    /// ends. In an `except` block or after a `return` on some path it runs on some paths only
+    /// and is dropped at once; the branches whose test is about the subject itself (`if
+    /// self.side is not None:`) are not conditions of it.
+    fn order(&mut self, ordering: Ordering, subject: &str) {
+        if let Ordering::Records { event, stream } = &ordering {
+            self.recorded_on.insert(event.clone(), stream.clone());
+        }
+        if self.handlers > 0 || self.returned_early {
+            return;
+        }
+        let conditions = self
+            .branches
+            .iter()
+            .filter(|(_, guarded)| !guarded.iter().any(|s| s == subject))
+            .map(|&(id, _)| id)
+            .collect();
+        self.orderings.push((ordering, conditions));
+    }
+
+    /// Note that stream work the method's orderings may be for runs in the enclosing branches.
+    fn work(&mut self) {
+        let here = self.branches.iter().map(|&(id, _)| id).collect();
+        self.work_branches.push(here);
+    }
+
+    /// Keep the orderings that run on every path on which the method's stream work runs: their
+    /// conditions hold wherever that work was issued (`if overlap: <copy>; <record>` under one
+    /// `if`), or they have none. Other methods count on these, so one that holds on some paths
+    /// only (`if sync: self.done.record()`) orders nothing for them.
+    fn settle(&mut self) {
+        for (ordering, conditions) in std::mem::take(&mut self.orderings) {
+            let holds = conditions.is_empty()
+                || (!self.work_branches.is_empty()
+                    && self
+                        .work_branches
+                        .iter()
+                        .all(|work| conditions.iter().all(|c| work.contains(c))));
+            if !holds {
+                continue;
+            }
+            match ordering {
+                Ordering::WaitsOn(s) => {
+                    self.method.waits_on.insert(s);
+                }
+                Ordering::Syncs(s) => {
+                    self.method.syncs.insert(s);
+                }
+                Ordering::SyncsDevice => self.method.syncs_device = true,
+                Ordering::Records { event, stream } => {
+                    self.recorded_on_every_path.insert(event, stream);
+                }
             }
         }
     }
@@ -466,7 +579,8 @@ impl Scan<'_> {
             Some(ApiCall::EventFactory) => Some(AttrKind::Event),
             _ if is_method_call(value, "record_event") => {
                 if let Some(stream) = method_receiver(value).and_then(Expr::dotted) {
-                    self.recorded_on.insert(attr.clone(), stream);
+                    let event = attr.clone();
+                    self.order(Ordering::Records { event, stream }, &attr);
                 }
                 Some(AttrKind::Event)
             }
@@ -476,6 +590,7 @@ impl Scan<'_> {
                 let stream = self.with_streams.last().cloned().unwrap_or_default();
                 let fill = (attr.clone(), stream, value.span());
                 self.method.fills_from_device.push(fill);
+                self.work();
                 Some(AttrKind::Host { pinned: true })
             }
             _ if crate::api::makes_host_device_pair(value) => Some(AttrKind::Host { pinned: true }),
@@ -491,6 +606,7 @@ impl Scan<'_> {
                     let host = copies_to_host_async(value);
                     let store = (attr.clone(), stream.clone(), host, value.span());
                     self.method.stores_on_stream.push(store);
+                    self.work();
                 }
                 None
             }
@@ -528,6 +644,9 @@ impl Scan<'_> {
             },
         };
         if let Some(kind) = kind {
+            if matches!(&kind, AttrKind::Tensor { stream, .. } if !stream.is_empty()) {
+                self.work();
+            }
             self.method.assigns.push((attr, kind));
         }
     }
@@ -556,7 +675,7 @@ impl Scan<'_> {
                     }
                     _ => {
                         if let Some(s) = args.first().and_then(Expr::dotted) {
-                            self.method.waits_on.insert(s);
+                            self.order(Ordering::WaitsOn(s.clone()), &s);
                         }
                     }
                 }
@@ -564,11 +683,11 @@ impl Scan<'_> {
             "synchronize" => {
                 if self.is_current_stream(receiver) {
                     // The caller's current stream, spelled as an empty stream name.
-                    self.method.syncs.insert(String::new());
+                    self.order(Ordering::Syncs(String::new()), "");
                 } else if self.call_kind(expr) == Some(ApiCall::DeviceSynchronize) {
-                    self.method.syncs_device = true;
+                    self.order(Ordering::SyncsDevice, "");
                 } else if let Some(s) = receiver.dotted() {
-                    self.method.syncs.insert(s);
+                    self.order(Ordering::Syncs(s.clone()), &s);
                 }
             }
             name if name.ends_with('_') && crate::api::TENSOR_METHODS.contains(&name) => {
@@ -580,6 +699,7 @@ impl Scan<'_> {
                         let stream = self.with_streams.last().cloned().unwrap_or_default();
                         let fill = (attr, stream, expr.span());
                         self.method.fills_from_device.push(fill);
+                        self.work();
                     }
                 }
                 // On a stream of the object's: one every method can name.
@@ -587,6 +707,7 @@ impl Scan<'_> {
                 if let (Some(attr), Some(stream)) = (target, stream) {
                     let write = (attr, stream.clone(), expr.span());
                     self.method.writes_in_place.push(write);
+                    self.work();
                 }
             }
             "copy_to_gpu" => {
@@ -603,7 +724,8 @@ impl Scan<'_> {
                     None => Some(self.with_streams.last().cloned().unwrap_or_default()),
                 };
                 if let (Some(event), Some(stream)) = (receiver.dotted(), stream) {
-                    self.recorded_on.insert(event, stream);
+                    let subject = event.clone();
+                    self.order(Ordering::Records { event, stream }, &subject);
                 }
             }
             _ => {}

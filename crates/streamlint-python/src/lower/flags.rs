@@ -331,62 +331,12 @@ pub(super) fn orders_only_what_it_tests(
     guards: &FxHashMap<String, Vec<String>>,
 ) -> bool {
     let mut subjects = Vec::new();
-    guarded_subjects(test, guards, &mut subjects);
+    crate::guards::guarded_subjects(test, guards, &mut subjects);
     !subjects.is_empty()
         && !body.is_empty()
         && body.iter().all(|stmt| {
             is_ordering_stmt(stmt) && ordering_operands(stmt).iter().any(|o| subjects.contains(o))
         })
-}
-
-/// What a test, when true, says is there: the subject of `x is not None` and of
-/// `isinstance(x, ..)`, the operands of a comparison (`current != side`), a name or attribute
-/// tested for truth, each operand of an `and`; a name bound to such a test stands for its
-/// subjects.
-pub(super) fn guarded_subjects(
-    test: &Expr,
-    guards: &FxHashMap<String, Vec<String>>,
-    out: &mut Vec<String>,
-) {
-    match test {
-        Expr::Operator {
-            op: Operator::And,
-            operands,
-            ..
-        } => operands
-            .iter()
-            .for_each(|o| guarded_subjects(o, guards, out)),
-        Expr::Operator {
-            op: Operator::IsNot,
-            operands,
-            ..
-        } => {
-            if let [subject, Expr::Constant {
-                value: Constant::None,
-                ..
-            }] = operands.as_slice()
-            {
-                out.extend(subject.dotted());
-            } else {
-                out.extend(operands.iter().filter_map(Expr::dotted));
-            }
-        }
-        Expr::Operator {
-            op: Operator::Arithmetic,
-            operands,
-            ..
-        } if operands.len() == 2 => out.extend(operands.iter().filter_map(Expr::dotted)),
-        Expr::Call { func, args, .. } if matches!(func.as_ref(), Expr::Name { id, .. } if id == "isinstance") =>
-        {
-            out.extend(args.first().and_then(Expr::dotted));
-        }
-        Expr::Name { id, .. } => match guards.get(id) {
-            Some(subjects) => out.extend(subjects.iter().cloned()),
-            None => out.push(id.clone()),
-        },
-        Expr::Attribute { .. } => out.extend(test.dotted()),
-        _ => {}
-    }
 }
 
 /// The dotted names an ordering statement acts on: its receiver's root chain and its arguments

@@ -139,13 +139,19 @@ impl<'a> Lowerer<'a> {
                     } else {
                         self.named_stream(&stream)
                     };
-                    self.entry_ops.push((
+                    let every_path = self.class?.events_recorded_on_every_path.contains(dotted);
+                    let record = if every_path {
                         OpKind::RecordEvent {
                             event: e,
                             stream: s,
-                        },
-                        span,
-                    ));
+                        }
+                    } else {
+                        OpKind::RecordedOnSomePaths {
+                            event: e,
+                            stream: s,
+                        }
+                    };
+                    self.entry_ops.push((record, span));
                 }
                 Value::Event(e)
             }

@@ -456,7 +456,7 @@ impl<'a> Lowerer<'a> {
         if let [Expr::Name { id, .. }] = targets {
             let mut subjects = Vec::new();
             if !matches!(value, Expr::Name { .. } | Expr::Attribute { .. }) {
-                flags::guarded_subjects(value, &self.stream_guards, &mut subjects);
+                crate::guards::guarded_subjects(value, &self.stream_guards, &mut subjects);
             }
             if subjects.is_empty() {
                 self.stream_guards.remove(id);
