@@ -465,6 +465,10 @@ pub struct Body {
     /// tensors). By the contract at function boundaries they go back to the caller when it
     /// returns, and the caller then uses, overwrites and frees them on the ambient stream.
     pub arguments: Vec<BufferId>,
+    /// Tensors the function received from code the analysis does not see (what `obj.get()` or
+    /// `next(it)` returned): by the contract at every boundary they arrive ready on the stream
+    /// current at the call and, like arguments, go back to that code when the function returns.
+    pub received: Vec<BufferId>,
     /// No call in the checked files reaches the function: nothing shows which streams its
     /// callers pass or how they ordered them, so its stream parameters are judged by the
     /// contract at function boundaries (an argument is ready on the caller's current stream and
@@ -710,6 +714,7 @@ impl BodyBuilder {
             cut_short: false,
             inlined_calls: Vec::new(),
             arguments: Vec::new(),
+            received: Vec::new(),
             uncalled: false,
             unordered_streams: Vec::new(),
             aliased_streams: Vec::new(),
@@ -732,6 +737,11 @@ impl BodyBuilder {
     /// `buffer` is a tensor the caller passed in (see [`Body::arguments`]).
     pub fn argument(&mut self, buffer: BufferId) {
         self.body.arguments.push(buffer);
+    }
+
+    /// `buffer` is a tensor code not seen returned (see [`Body::received`]).
+    pub fn received(&mut self, buffer: BufferId) {
+        self.body.received.push(buffer);
     }
     /// No call in the checked files reaches the function (see [`Body::uncalled`]).
     pub fn uncalled(&mut self) {

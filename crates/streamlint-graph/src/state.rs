@@ -34,6 +34,9 @@ pub struct EventState {
     pub snapshot: AccessSet,
     /// Streams the event was recorded on.
     pub streams: BTreeSet<StreamId>,
+    /// The body received the event (a parameter, an attribute) rather than made it: on a path
+    /// with no record of it, it exists all the same, recorded or not by someone else.
+    pub received: bool,
 }
 
 /// What is known about one live buffer.
@@ -440,6 +443,8 @@ impl State {
                         recorded: Recorded::Always,
                         snapshot,
                         streams: BTreeSet::from([stream]),
+                        received: body.event(event).created.is_none()
+                            && !body.event(event).internal,
                     },
                 );
             }
@@ -470,6 +475,7 @@ impl State {
                     recorded: Recorded::Maybe,
                     snapshot: AccessSet::new(),
                     streams: BTreeSet::from([stream]),
+                    received: true,
                 };
                 self.events.insert(event, maybe);
             }
@@ -478,6 +484,7 @@ impl State {
                     recorded: Recorded::Never,
                     snapshot: AccessSet::new(),
                     streams: BTreeSet::new(),
+                    received: body.event(event).created.is_none() && !body.event(event).internal,
                 };
                 self.events.insert(event, fresh);
             }
@@ -550,6 +557,12 @@ impl State {
         meet(&mut self.host, &other.host);
         meet(&mut self.handed_off, &other.handed_off);
         self.caught_up.retain(|pair| other.caught_up.contains(pair));
+        for (id, ours) in self.events.iter_mut() {
+            if ours.received && !other.events.contains_key(id) {
+                ours.recorded = Recorded::Maybe;
+                ours.snapshot = AccessSet::new();
+            }
+        }
         for (id, theirs) in &other.events {
             match self.events.get_mut(id) {
                 Some(ours) => {
@@ -558,6 +571,16 @@ impl State {
                     }
                     meet(&mut ours.snapshot, &theirs.snapshot);
                     ours.streams.extend(theirs.streams.iter().copied());
+                }
+                // Received, and not recorded on our path: what a wait on it orders there is
+                // not known, so nothing after the join counts on it.
+                None if theirs.received => {
+                    let unknown = EventState {
+                        recorded: Recorded::Maybe,
+                        snapshot: AccessSet::new(),
+                        ..theirs.clone()
+                    };
+                    self.events.insert(*id, unknown);
                 }
                 // Not created on our path: nothing there can wait on it.
                 None => {

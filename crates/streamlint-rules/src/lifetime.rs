@@ -55,6 +55,16 @@ impl Rule for MissingRecordStream {
                         None,
                     );
                 }
+                for buffer in received_tensors(cx.body, state) {
+                    self.check_release(
+                        cx,
+                        state,
+                        buffer,
+                        op.span,
+                        ReleaseSite::BackToUnseenCode(op.span),
+                        None,
+                    );
+                }
             }
             OpKind::Escape { buffer, kind } if kind.consumed_on_ambient() => {
                 self.check_hand_off(cx, state, buffer, kind, id)
@@ -78,13 +88,27 @@ enum ReleaseSite {
     /// A tensor the caller passed in goes back to it when the function returns: from then on
     /// the caller may free or overwrite it on its current stream.
     BackToCaller(Span),
+    /// A tensor code not seen returned (a getter's, `next(it)`'s) goes back to that code when
+    /// the function returns: by the contract it may be freed or overwritten there, on the
+    /// current stream.
+    BackToUnseenCode(Span),
 }
 
 /// The caller's tensors (arguments) still live at the function's end. By the contract at
 /// function boundaries, an argument is the caller's memory on the caller's current stream; work
 /// the function queued on it elsewhere must be joined or recorded before it is handed back.
 fn callers_tensors(body: &Body, state: &State) -> Vec<BufferId> {
-    body.arguments
+    still_held(&body.arguments, state)
+}
+
+/// The tensors code not seen returned, still live at the function's end (see
+/// [`Body::received`]).
+fn received_tensors(body: &Body, state: &State) -> Vec<BufferId> {
+    still_held(&body.received, state)
+}
+
+fn still_held(buffers: &[BufferId], state: &State) -> Vec<BufferId> {
+    buffers
         .iter()
         .copied()
         .filter(|id| {
@@ -134,6 +158,8 @@ impl MissingRecordStream {
                 // callee's finding (on the caller's stream, made current around the call, the
                 // callee alone sees nothing).
                 ReleaseSite::BackToCaller(_) => !state.handed_off(u) && !cx.callees_own_work(s, u),
+                // An event handed to the caller is not given to the code the value goes back to.
+                ReleaseSite::BackToUnseenCode(_) => !cx.callees_own_work(s, u),
                 _ => true,
             })
             .collect();
@@ -162,6 +188,12 @@ impl MissingRecordStream {
                 cx.span(last_use),
                 format!(
                     "`{name}` is the caller's tensor and goes back to it when the function returns, so the caller can free or overwrite it"
+                ),
+            ),
+            ReleaseSite::BackToUnseenCode(_) => (
+                cx.span(last_use),
+                format!(
+                    "`{name}` came from code the analysis does not see, which by the contract at function boundaries keeps it on its current stream and can free or overwrite it once this function returns"
                 ),
             ),
         };
@@ -194,17 +226,27 @@ impl MissingRecordStream {
                 span: end,
                 message: "handed back to the caller here, with that work still pending".into(),
             }),
+            ReleaseSite::BackToUnseenCode(end) => labels.push(Label {
+                span: end,
+                message: "the function returns here, with that work still pending".into(),
+            }),
             ReleaseSite::Here => {}
         }
         // Rust frees have no record call: the allocating stream waits for the user before an
         // explicit free.
-        if let ReleaseSite::BackToCaller(_) = site {
+        if let ReleaseSite::BackToCaller(_) | ReleaseSite::BackToUnseenCode(_) = site {
+            // Where only the contract says what the unseen code does next, the finding says so
+            // as a warning.
+            let (severity, whose) = match site {
+                ReleaseSite::BackToCaller(_) => (Severity::Error, "the caller's stream"),
+                _ => (Severity::Warning, "that code's stream"),
+            };
             let finding = Finding {
                 fix: None,
                 code: "SL001",
-                severity: Severity::Error,
+                severity,
                 message: format!(
-                    "{how} while {} may still be using it: nothing orders the caller's stream after that work",
+                    "{how} while {} may still be using it: nothing orders {whose} after that work",
                     cx.stream_name(user),
                 ),
                 span: primary,

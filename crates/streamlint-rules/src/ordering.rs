@@ -197,6 +197,11 @@ impl MissingStreamWait {
             && cx.body.stream(consumer).origin == StreamOrigin::Parameter
         {
             format!(" (no call in the checked files passes {c}, so the contract at function boundaries applies: an argument is ready on the caller's current stream only)")
+        } else if b.how == Production::Entry
+            && access == b.produced_at
+            && cx.body.received.contains(&buffer)
+        {
+            format!(" (it comes from code the analysis does not see, which by the contract at function boundaries leaves it ready on {p} where it returns, and only there)")
         } else if by_contract && cx.body.unordered_streams.contains(&consumer) {
             format!(" (the object makes {c} for itself and nothing in the checked files makes it wait for other work, so the contract at function boundaries applies: an argument is ready on the caller's current stream only)")
         } else {

@@ -110,6 +110,13 @@ impl<'a> Lowerer<'a> {
                     };
                 }
                 let local = self.cx.defined.contains(id);
+                if !local && names_a_class(id) {
+                    // `Net()`: a new object of a class, not a value handed over.
+                    for v in &vals {
+                        self.escape(v, EscapeKind::UnknownCallee, span);
+                    }
+                    return Value::Unknown;
+                }
                 self.opaque_call(
                     vals,
                     span,
@@ -162,7 +169,7 @@ impl<'a> Lowerer<'a> {
             for v in &vals {
                 self.escape(v, EscapeKind::UnknownCallee, span);
             }
-            return Value::Unknown;
+            return self.received_from_unseen_code(span);
         }
         // Device inputs are read on the current stream; what such a callee does with host
         // tensors (keep them, hand them on) is not known to read them.
@@ -194,6 +201,26 @@ impl<'a> Lowerer<'a> {
             Production::Call
         };
         self.produce(span, &name, Memory::Device, how)
+    }
+
+    /// What code not seen returns (`store.get_flat()`, `next(batches)`): by the contract at every
+    /// boundary, a value ready on the stream current at the call, judged like an argument if it
+    /// is used as a tensor (until then it may be anything: a number, a list, a module).
+    fn received_from_unseen_code(&mut self, span: Span) -> Value {
+        let name = self.value_name("result");
+        let buffer = self.buffer_at(span, "received", &name, Memory::Device, Owner::Caller);
+        self.b.push(
+            OpKind::Produce {
+                buffer,
+                stream: self.current,
+                how: Production::Entry,
+            },
+            span,
+        );
+        if !self.received_buffers.contains(&buffer) {
+            self.received_buffers.push(buffer);
+        }
+        Value::Param(buffer)
     }
 
     /// The stream asynchronous collectives run on (see [`StreamOrigin::Collective`]): one for
@@ -988,14 +1015,15 @@ impl<'a> Lowerer<'a> {
                     return Value::Unknown;
                 }
                 if !self.tensor_buffers(&vals).is_empty() {
-                    // `attn.norm_out(h)`: a method given tensors, most often a submodule.
-                    return self.module_call(Some(method.to_string()), vals, args.len(), span);
+                    // `attn.norm_out(h)`: a method given tensors, most often a submodule. Its
+                    // other arguments are not known to be tensors (`cache.run(model, key, x)`).
+                    return self.module_call(Some(method.to_string()), vals, 0, span);
                 }
                 // A method of some other object: it may keep its arguments.
                 for v in &vals {
                     self.escape(v, EscapeKind::UnknownCallee, span);
                 }
-                Value::Unknown
+                self.received_from_unseen_code(span)
             }
         }
     }
@@ -1011,7 +1039,11 @@ impl<'a> Lowerer<'a> {
         span: Span,
     ) -> Value {
         self.alias_streams(&vals);
-        if positional > 0 {
+        // What code not seen returned is a tensor only where it is used as one for sure: a
+        // callable held in a name may be a class (`gossiper_class(flatten(params), ..)`).
+        let received =
+            |v: &Value| matches!(v, Value::Param(b) if self.received_buffers.contains(b));
+        if positional > 0 && !received(&vals[0]) {
             self.confirm(&vals[..1]);
         }
         let last = callee

@@ -98,10 +98,16 @@ fn constructs_object(expr: &Expr) -> bool {
     let Expr::Call { func, .. } = expr else {
         return false;
     };
-    let Some(name) = func.dotted() else {
-        return false;
-    };
-    let last = name.rsplit('.').next().unwrap_or(&name);
+    func.dotted().is_some_and(|name| names_a_class(&name))
+}
+
+/// Is `name` (`Net`, `nn.Linear`, `_Holder`) spelled as a class other than the tensor types?
+fn names_a_class(name: &str) -> bool {
+    let last = name
+        .rsplit('.')
+        .next()
+        .unwrap_or(name)
+        .trim_start_matches('_');
     let class_like = last.starts_with(|c: char| c.is_ascii_uppercase())
         && last.chars().any(|c| c.is_ascii_lowercase());
     let tensor_type = last.ends_with("Tensor")
@@ -256,6 +262,8 @@ pub struct Lowerer<'a> {
     inline_result: Option<Value>,
     /// The buffers of the function's own parameters (see [`Body::arguments`]).
     param_buffers: Vec<BufferId>,
+    /// The buffers of values code not seen returned (see [`Body::received`]).
+    received_buffers: Vec<BufferId>,
     /// Streams held by module globals, by module and name (see `named_stream`).
     global_streams: FxHashMap<(usize, String), StreamId>,
     /// Thread-local streams and the containers the threads share (see `per_thread`).
@@ -354,6 +362,7 @@ impl<'a> Lowerer<'a> {
             forwarded: None,
             inline_result: None,
             param_buffers: Vec::new(),
+            received_buffers: Vec::new(),
             global_streams: FxHashMap::default(),
             per_thread: per_thread::PerThread::new(&role),
             captured_names: role.captured_names,
@@ -383,6 +392,11 @@ impl<'a> Lowerer<'a> {
         for buffer in std::mem::take(&mut l.param_buffers) {
             if l.confirmed.contains(&buffer) {
                 l.b.argument(buffer);
+            }
+        }
+        for buffer in std::mem::take(&mut l.received_buffers) {
+            if l.confirmed.contains(&buffer) {
+                l.b.received(buffer);
             }
         }
         // Values that exist at entry first, then what orders them (events, waits).

@@ -424,7 +424,12 @@ impl<'a> Lowerer<'a> {
                     t = made;
                 }
             }
-            let written = t.local_tensors();
+            // On a value from outside the body (an argument, what code not seen returned) it
+            // is a write too, and says the value is a tensor.
+            if let Value::Param(_) = t {
+                self.confirm(std::slice::from_ref(&t));
+            }
+            let written = self.tensor_buffers(std::slice::from_ref(&t));
             if !written.is_empty() {
                 self.read_all(&v.buffers(), span);
                 self.write_all(&written, span);

@@ -210,9 +210,10 @@ impl<'a> Lowerer<'a> {
                 let e = match vals.first() {
                     Some(Value::Event(e)) => *e,
                     _ => {
-                        // Recorded as it is made: no wait can come before its record.
+                        // Made here and recorded as it is made: no wait can come before its
+                        // record.
                         let name = self.value_name("event");
-                        self.event_at(span, &name, false)
+                        self.event_at(span, &name, true)
                     }
                 };
                 self.b.push(

@@ -127,6 +127,16 @@ impl Value {
                 all.extend(b.iter().filter(|s| !a.contains(s)));
                 Value::Work(all)
             }
+            // What code not seen returned on one path (a cache's `get(key)`) and a stream or
+            // an event on the other: the same kind of object (a tensor only if used as one).
+            (
+                known @ (Value::Stream(_) | Value::Event(_) | Value::StreamContext(Some(_))),
+                Value::Param(_),
+            )
+            | (
+                Value::Param(_),
+                known @ (Value::Stream(_) | Value::Event(_) | Value::StreamContext(Some(_))),
+            ) => known.clone(),
             // A tensor on one path and something untracked on the other: the tensor may be there.
             (t @ (Value::Tensors(_) | Value::Param(_)), Value::Unknown)
             | (Value::Unknown, t @ (Value::Tensors(_) | Value::Param(_))) => t.clone(),
