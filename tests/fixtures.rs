@@ -1,11 +1,10 @@
 //! The fixture harness: every fixture must produce exactly the findings its inline
 //! `streamlint-expect` markers name, on those lines; files without markers must be clean.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use streamlint_linter::{check_files, check_source, Settings};
-use streamlint_render::LineIndex;
 use streamlint_rules::{Applicability, Finding};
 mod support;
 
