@@ -434,3 +434,50 @@ fn findings_proven_by_a_stream_discipline_are_counted_and_listed_on_request() {
     );
     assert!(!out.contains("proven safe"), "{out}");
 }
+
+/// `--severity error` leaves out the findings that rest on the contract at function boundaries
+/// (warnings); the configuration's `severity` does the same; an unknown level is an error.
+#[test]
+fn severity_selects_how_sure_a_finding_is() {
+    let contract = fixture("SL003/bad_pooled_output_taken_after_side_stream_waited.py");
+    let seen_whole = fixture("SL001/bad_docs_pattern_del_without_record.py");
+    let args = |extra: &[&str]| {
+        let mut a = vec!["check", "--isolated", "--output-format", "concise"];
+        a.extend_from_slice(extra);
+        a.extend([contract.as_str(), seen_whole.as_str()]);
+        run(&a)
+    };
+    let (code, all, _) = args(&[]);
+    assert_eq!(code, 1);
+    assert!(all.contains("SL003") && all.contains("SL001"), "{all}");
+    let (code, errors, _) = args(&["--severity", "error"]);
+    assert_eq!(code, 1);
+    assert!(
+        !errors.contains("SL003") && errors.contains("SL001"),
+        "{errors}"
+    );
+    let (code, _, err) = args(&["--severity", "fatal"]);
+    assert_eq!(code, 2, "{err}");
+
+    let dir = scratch("severity");
+    write(
+        &dir,
+        "pyproject.toml",
+        b"[tool.streamlint]\nseverity = \"error\"\n",
+    );
+    let file = write(
+        &dir,
+        "pooled.py",
+        &std::fs::read(&contract).expect("fixture is readable"),
+    );
+    let (code, out, _) = run(&["check", "--output-format", "concise", &file]);
+    assert_eq!(code, 0, "{out}");
+    write(
+        &dir,
+        "pyproject.toml",
+        b"[tool.streamlint]\nseverity = \"loud\"\n",
+    );
+    let (code, _, err) = run(&["check", &file]);
+    assert_eq!(code, 2);
+    assert!(err.contains("severity"), "{err}");
+}

@@ -18,6 +18,8 @@ use crate::select::Selection;
 pub struct Options {
     pub select: Option<Vec<String>>,
     pub ignore: Option<Vec<String>>,
+    /// The least severity reported (`error`, `warning`, `info`).
+    pub severity: Option<String>,
     /// Glob (relative to the configuration's folder) → codes not reported in matching files.
     pub per_file_ignores: Option<BTreeMap<String, Vec<String>>>,
     /// Replaces the default excluded paths.
@@ -178,6 +180,7 @@ impl Config {
         Selection {
             select: self.options.select.clone().unwrap_or_default(),
             ignore: self.options.ignore.clone().unwrap_or_default(),
+            ..Selection::default()
         }
     }
 

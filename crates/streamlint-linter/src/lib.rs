@@ -90,7 +90,15 @@ impl Settings {
         config.extend_api(&mut api);
         let exclude = config::glob_set(&config.exclude_patterns())
             .map_err(|e| config.invalid("exclude", &e))?;
-        let selection = config.selection();
+        let mut selection = config.selection();
+        if let Some(text) = &config.options.severity {
+            selection.min_severity = select::parse_severity(text).ok_or_else(|| {
+                config.invalid(
+                    "severity",
+                    &format!("`{text}` is not a severity: use error, warning or info"),
+                )
+            })?;
+        }
         let unknown = selection.unknown_patterns();
         if !unknown.is_empty() {
             return Err(config.invalid(
@@ -414,6 +422,11 @@ fn judge(
         }
     }
     decided.findings.sort_by_key(|f| (f.span, f.code));
+    // Findings below the severity asked for are left out wherever the run may report them.
+    let shows = |f: &Finding| settings.selection.shows(f.severity);
+    decided.findings.retain(shows);
+    decided.pending.retain(|(f, _)| shows(f));
+    decided.about_callers.retain(|(f, ..)| shows(f));
     decided
 }
 

@@ -13,6 +13,27 @@ use streamlint_linter::{Config, Selection, Settings};
 pub struct ClientSettings {
     pub select: Option<Vec<String>>,
     pub ignore: Option<Vec<String>>,
+    /// The least severity shown (replaces the file's `severity`).
+    pub severity: Option<Level>,
+}
+
+/// A severity as the editor spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    Error,
+    Warning,
+    Info,
+}
+
+impl From<Level> for streamlint_rules::Severity {
+    fn from(level: Level) -> Self {
+        match level {
+            Level::Error => streamlint_rules::Severity::Error,
+            Level::Warning => streamlint_rules::Severity::Warning,
+            Level::Info => streamlint_rules::Severity::Info,
+        }
+    }
 }
 
 impl ClientSettings {
@@ -36,6 +57,7 @@ impl ClientSettings {
         Selection {
             select: self.select.clone().unwrap_or_default(),
             ignore: self.ignore.clone().unwrap_or_default(),
+            ..Selection::default()
         }
         .unknown_patterns()
     }
@@ -68,6 +90,9 @@ pub fn resolve(path: Option<&Path>, client: &ClientSettings) -> Resolved {
     if let Some(ignore) = &client.ignore {
         settings.selection.ignore = ignore.clone();
     }
+    if let Some(level) = client.severity {
+        settings.selection.min_severity = level.into();
+    }
     Resolved {
         settings,
         root,
@@ -84,7 +109,7 @@ mod tests {
     fn settings_with_or_without_the_section() {
         let expected = ClientSettings {
             select: Some(vec!["SL001".into()]),
-            ignore: None,
+            ..ClientSettings::default()
         };
         let wrapped = json!({"streamlint": {"select": ["SL001"]}, "other": 1});
         assert_eq!(ClientSettings::from_json(wrapped), Ok(expected.clone()));
@@ -97,6 +122,9 @@ mod tests {
             Ok(ClientSettings::default())
         );
         assert!(ClientSettings::from_json(json!({"select": "SL001"})).is_err());
+        let errors = ClientSettings::from_json(json!({"severity": "error"})).unwrap();
+        assert_eq!(errors.severity, Some(Level::Error));
+        assert!(ClientSettings::from_json(json!({"severity": "loud"})).is_err());
         let typo = ClientSettings::from_json(json!({"ignore": ["SL0O1"]})).unwrap();
         assert_eq!(typo.unknown_selectors(), ["SL0O1"]);
     }
@@ -109,13 +137,18 @@ mod tests {
         std::fs::write(dir.join("streamlint.toml"), "select = [\"SL001\"]\n").unwrap();
         let doc = dir.join("a.py");
         let client = ClientSettings {
-            select: None,
             ignore: Some(vec!["SL003".into()]),
+            severity: Some(Level::Warning),
+            ..ClientSettings::default()
         };
         let good = resolve(Some(&doc), &client);
         assert!(good.root.is_some() && good.error.is_none());
         assert_eq!(good.settings.selection.select, ["SL001"]);
         assert_eq!(good.settings.selection.ignore, ["SL003"]);
+        assert_eq!(
+            good.settings.selection.min_severity,
+            streamlint_rules::Severity::Warning
+        );
         std::fs::write(dir.join("streamlint.toml"), "selct = 1\n").unwrap();
         let bad = resolve(Some(&doc), &client);
         let error = bad.error.unwrap();

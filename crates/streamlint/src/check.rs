@@ -42,6 +42,7 @@ pub fn check(
     let unknown = Selection {
         select: args.select.clone(),
         ignore: args.ignore.clone(),
+        ..Selection::default()
     }
     .unknown_patterns();
     if !unknown.is_empty() {
@@ -102,6 +103,9 @@ fn settings(args: &CheckArgs, anchor: &Path) -> Result<Settings, ConfigError> {
     }
     if !args.ignore.is_empty() {
         settings.selection.ignore = args.ignore.clone();
+    }
+    if let Some(severity) = args.severity {
+        settings.selection.min_severity = severity.into();
     }
     if args.no_respect_gitignore {
         settings.respect_gitignore = false;

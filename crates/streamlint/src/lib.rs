@@ -81,6 +81,10 @@ struct CheckArgs {
     /// Do not report these rules, comma-separated.
     #[arg(long, value_delimiter = ',')]
     ignore: Vec<String>,
+    /// Only report findings of this severity or higher: `error` leaves out the findings that
+    /// rest on the contract at function boundaries (warnings) and the hints (info).
+    #[arg(long, value_enum, value_name = "LEVEL")]
+    severity: Option<SeverityArg>,
     /// Exit with 0 even when there are findings.
     #[arg(long)]
     exit_zero: bool,
@@ -98,6 +102,24 @@ struct CheckArgs {
     /// Ignore every configuration file.
     #[arg(long)]
     isolated: bool,
+}
+
+/// A severity as `--severity` takes it.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum SeverityArg {
+    Error,
+    Warning,
+    Info,
+}
+
+impl From<SeverityArg> for streamlint_rules::Severity {
+    fn from(level: SeverityArg) -> Self {
+        match level {
+            SeverityArg::Error => streamlint_rules::Severity::Error,
+            SeverityArg::Warning => streamlint_rules::Severity::Warning,
+            SeverityArg::Info => streamlint_rules::Severity::Info,
+        }
+    }
 }
 
 /// Run the command line `args` (including the program name) with `stdin` as the source for
