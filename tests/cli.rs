@@ -481,3 +481,20 @@ fn severity_selects_how_sure_a_finding_is() {
     assert_eq!(code, 2);
     assert!(err.contains("severity"), "{err}");
 }
+
+/// A finding that holds because an ordering runs under a test says which case skips it, and
+/// marks the ordering.
+#[test]
+fn findings_on_one_path_name_the_test_that_leads_there() {
+    let (code, out, _) = run(&[
+        "check",
+        "--isolated",
+        &fixture("SL007/bad_host_read_synced_only_on_logging_steps.py"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(
+        out.contains("(when `step % log_every == 0` is false)")
+            && out.contains("this does not run when `step % log_every == 0` is false"),
+        "{out}"
+    );
+}

@@ -469,6 +469,9 @@ pub struct Body {
     /// `next(it)` returned): by the contract at every boundary they arrive ready on the stream
     /// current at the call and, like arguments, go back to that code when the function returns.
     pub received: Vec<BufferId>,
+    /// Orderings (waits, records, host syncs) that run only where a test holds, with the case
+    /// where they do not run in words (`` `sync` is false ``): a finding on that path says so.
+    pub conditional: Vec<(OpId, String)>,
     /// No call in the checked files reaches the function: nothing shows which streams its
     /// callers pass or how they ordered them, so its stream parameters are judged by the
     /// contract at function boundaries (an argument is ready on the caller's current stream and
@@ -715,6 +718,7 @@ impl BodyBuilder {
             inlined_calls: Vec::new(),
             arguments: Vec::new(),
             received: Vec::new(),
+            conditional: Vec::new(),
             uncalled: false,
             unordered_streams: Vec::new(),
             aliased_streams: Vec::new(),
@@ -742,6 +746,30 @@ impl BodyBuilder {
     /// `buffer` is a tensor code not seen returned (see [`Body::received`]).
     pub fn received(&mut self, buffer: BufferId) {
         self.body.received.push(buffer);
+    }
+
+    /// The orderings among the ops from `first` on run only where a test holds; `skipped` says
+    /// when they do not (see [`Body::conditional`]).
+    pub fn conditional_from(&mut self, first: usize, skipped: &str) {
+        let ordering = |k: &OpKind| {
+            matches!(
+                k,
+                OpKind::RecordStream { .. }
+                    | OpKind::WaitStream { .. }
+                    | OpKind::RecordEvent { .. }
+                    | OpKind::WaitEvent { .. }
+                    | OpKind::SyncStream { .. }
+                    | OpKind::SyncEvent { .. }
+                    | OpKind::SyncDevice
+            )
+        };
+        for i in first..self.body.ops.len() {
+            let id = OpId(i as u32);
+            let known = self.body.conditional.iter().any(|(op, _)| *op == id);
+            if !known && ordering(&self.body.ops[i].kind) {
+                self.body.conditional.push((id, skipped.to_string()));
+            }
+        }
     }
     /// No call in the checked files reaches the function (see [`Body::uncalled`]).
     pub fn uncalled(&mut self) {
@@ -908,6 +936,9 @@ impl BodyBuilder {
     }
     pub fn rollback(&mut self, cp: Checkpoint) {
         self.body.ops.truncate(cp.ops);
+        self.body
+            .conditional
+            .retain(|(op, _)| (op.0 as usize) < cp.ops);
         self.body.bindings.truncate(cp.bindings);
         self.body.blocks = cp.blocks;
         self.current = cp.current;

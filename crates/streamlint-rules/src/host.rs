@@ -80,20 +80,24 @@ impl Rule for UnsynchronizedHostAccess {
                 format!("record an event on {s} after the copy and call `event.synchronize()` before reading (or synchronize {s} itself)"),
             )
         };
-        cx.report_once(
-            buffer,
-            Finding {
-                fix: None,
-                code: "SL007",
-                severity: Severity::Error,
-                message,
-                span: op.span,
-                labels: vec![Label {
-                    span: cx.span(access),
-                    message: label,
-                }],
-                help: Some(help),
-            },
-        );
+        let mut finding = Finding {
+            fix: None,
+            code: "SL007",
+            severity: Severity::Error,
+            message,
+            span: op.span,
+            labels: vec![Label {
+                span: cx.span(access),
+                message: label,
+            }],
+            help: Some(help),
+        };
+        cx.name_the_skipping_test(&mut finding, |k| {
+            matches!(
+                k,
+                OpKind::SyncStream { .. } | OpKind::SyncEvent { .. } | OpKind::SyncDevice
+            )
+        });
+        cx.report_once(buffer, finding);
     }
 }

@@ -117,6 +117,27 @@ pub enum AtTheCall {
 }
 
 impl<'b> Context<'b> {
+    /// A finding that an ordering of the body would have prevented, had it run on this path
+    /// (one `wanted` picks out): say under which test it does not run, at the ordering too.
+    fn name_the_skipping_test(&self, finding: &mut Finding, wanted: impl Fn(&OpKind) -> bool) {
+        let Some((op, when)) = self
+            .body
+            .conditional
+            .iter()
+            .find(|(op, _)| wanted(&self.body.op(*op).kind))
+        else {
+            return;
+        };
+        finding.message.push_str(&format!(" (when {when})"));
+        let span = self.body.op(*op).span;
+        let message = format!("this does not run when {when}");
+        // It replaces what another label says of the same ordering ("does not cover").
+        match finding.labels.iter_mut().find(|l| l.span == span) {
+            Some(label) => label.message = message,
+            None => finding.labels.push(Label { span, message }),
+        }
+    }
+
     /// Report once per rule and buffer.
     fn report_once(&mut self, buffer: BufferId, finding: Finding) {
         self.report_about(Subject::Buffer(buffer), finding);

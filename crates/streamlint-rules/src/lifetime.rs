@@ -170,6 +170,14 @@ impl MissingRecordStream {
             return;
         };
         let name = cx.buffer_name(buffer).to_string();
+        // What would have covered the use, had it run on this path.
+        let covers = |k: &OpKind| match *k {
+            OpKind::RecordStream { buffer: b, stream } => b == buffer && stream == user,
+            OpKind::WaitStream { waiter, waitee } => waiter == alloc && waitee == user,
+            OpKind::SyncStream { stream } => stream == user,
+            OpKind::SyncEvent { .. } | OpKind::SyncDevice => true,
+            _ => false,
+        };
         let (primary, how) = match site {
             ReleaseSite::FunctionEnd(_) => (
                 cx.span(last_use),
@@ -241,7 +249,7 @@ impl MissingRecordStream {
                 ReleaseSite::BackToCaller(_) => (Severity::Error, "the caller's stream"),
                 _ => (Severity::Warning, "that code's stream"),
             };
-            let finding = Finding {
+            let mut finding = Finding {
                 fix: None,
                 code: "SL001",
                 severity,
@@ -264,6 +272,7 @@ impl MissingRecordStream {
             // Not left to the callers, even where they are judged with this function in place:
             // what a caller passes often comes from code the analysis does not follow (a data
             // loader's batch), whose release it does not judge.
+            cx.name_the_skipping_test(&mut finding, covers);
             cx.report_once(buffer, finding);
             return;
         }
@@ -272,7 +281,7 @@ impl MissingRecordStream {
             (ReleaseSite::Here, None) => cx.wait_stream_edit(alloc, user, span, None),
             _ => None,
         };
-        let finding = Finding {
+        let mut finding = Finding {
             fix,
             code: "SL001",
             severity: Severity::Error,
@@ -309,6 +318,7 @@ impl MissingRecordStream {
         if uncovered.iter().all(|&(s, _)| s == cx.body.ambient) {
             cx.relies_on_discipline(primary, "SL001", alloc);
         }
+        cx.name_the_skipping_test(&mut finding, covers);
         cx.report_once(buffer, finding);
     }
 

@@ -277,24 +277,29 @@ impl MissingStreamWait {
         } else {
             cx.ordering_edit(consumer, producer, at)
         };
-        cx.report_about(
-            Subject::BufferOn(buffer, consumer),
-            Finding {
-                fix,
-                code: "SL003",
-                // A verdict that rests on callers the run did not see is a warning: the contract
-                // at function boundaries is an assumption about them.
-                severity: if contract.is_empty() {
-                    Severity::Error
-                } else {
-                    Severity::Warning
-                },
-                message,
-                span: op.span,
-                labels,
-                help: Some(wait_help(cx, &race, at)),
+        let mut finding = Finding {
+            fix,
+            code: "SL003",
+            // A verdict that rests on callers the run did not see is a warning: the contract
+            // at function boundaries is an assumption about them.
+            severity: if contract.is_empty() {
+                Severity::Error
+            } else {
+                Severity::Warning
             },
-        );
+            message,
+            span: op.span,
+            labels,
+            help: Some(wait_help(cx, &race, at)),
+        };
+        cx.name_the_skipping_test(&mut finding, |k| match *k {
+            OpKind::WaitStream { waiter, waitee } => waiter == consumer && waitee == producer,
+            OpKind::WaitEvent { stream, .. } => stream == consumer,
+            OpKind::SyncStream { stream } => stream == producer,
+            OpKind::SyncEvent { .. } | OpKind::SyncDevice => true,
+            _ => false,
+        });
+        cx.report_about(Subject::BufferOn(buffer, consumer), finding);
     }
 }
 

@@ -115,16 +115,23 @@ impl<'a> Lowerer<'a> {
                 let before = self.env.clone();
                 let before_current = self.current;
                 let carried_before = self.carried.len();
+                let test_text = String::from_utf8_lossy(self.cx.text(test.span())).into_owned();
+                let first_op = self.b.body().ops.len();
                 self.branch(from);
                 self.absent_where_none(test, true, *span);
                 self.stmts(body);
+                self.b
+                    .conditional_from(first_op, &format!("`{test_text}` is false"));
                 let then_carried = self.carried[carried_before..].to_vec();
                 let then_env = std::mem::replace(&mut self.env, before);
                 let then_current = std::mem::replace(&mut self.current, before_current);
                 let then_end = self.b.current();
+                let first_op = self.b.body().ops.len();
                 self.branch(from);
                 self.absent_where_none(test, false, *span);
                 self.stmts(orelse);
+                self.b
+                    .conditional_from(first_op, &format!("`{test_text}` is true"));
                 let else_carried = self.carried[carried_before + then_carried.len()..].to_vec();
                 // The new instances each branch made, made at the other's end as well.
                 self.carry_as_the_other_branch(&then_carried, &else_carried, *span);
