@@ -252,12 +252,13 @@ fn force_exclude_applies_excludes_to_files_named_explicitly() {
 }
 
 /// A per-file ignore holds for findings the whole run decides too: a helper's hand-off, kept
-/// because its caller's code is not analysed, is not reported in a file that ignores its rule.
+/// because its caller hands the result to code the analysis does not see, is not reported in a
+/// file that ignores its rule.
 #[test]
 fn per_file_ignores_hold_for_findings_the_run_decides() {
     let dir = project("run-decided");
     let case = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures/python/SL003/bad_split_fork_join_helper_called_where_nothing_is_judged");
+        .join("fixtures/python/SL003/bad_split_fork_join_result_handed_to_unseen_code");
     for name in ["overlap.py", "moe.py"] {
         write(
             &dir.join(name),

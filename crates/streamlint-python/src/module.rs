@@ -31,10 +31,10 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     // Only a module that names them registers saved-tensor hooks.
     let hooks = cx.project.module(cx.module).saved_tensor_hooks;
     summarize_classes(&cx, &constructions, hooks, stmts, &mut classes);
-    let context_manager_calls = cx.project.context_manager_calls(cx.module);
+    let stream_function_calls = cx.project.stream_function_calls(cx.module);
     let top = Scope {
         cx: &cx,
-        context_manager_calls: &context_manager_calls,
+        stream_function_calls: &stream_function_calls,
         workers: &workers,
         classes: &classes,
         class: None,
@@ -118,9 +118,9 @@ fn summarize_classes(
 #[derive(Clone, Copy)]
 struct Scope<'s> {
     cx: &'s ModuleContext<'s>,
-    /// Where the module calls a stream context manager of the project (see
-    /// `Project::context_manager_calls`).
-    context_manager_calls: &'s [usize],
+    /// Where the module calls a function of the project with stream code (see
+    /// `Project::stream_function_calls`).
+    stream_function_calls: &'s [usize],
     workers: &'s Workers,
     classes: &'s Classes,
     /// The class body being walked, with what its methods share.
@@ -212,7 +212,7 @@ impl<'s> Scope<'s> {
         let (start, end) = (f.span.start as usize, f.span.end as usize);
         let worth_it = role.device_forbidden.is_some()
             || self.cx.prefilter.admits(text)
-            || crate::project::within(self.context_manager_calls, start, end)
+            || crate::project::within(self.stream_function_calls, start, end)
             || role.class.is_some_and(|class| {
                 class.attrs.iter().any(|(attr, kind)| {
                     (kind.carries_stream_state() || class.written_on_a_stream(attr))

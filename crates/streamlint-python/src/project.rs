@@ -59,6 +59,10 @@ pub struct ModuleIndex {
     /// Its generator context managers with stream code (`@contextmanager def on_side(s)`),
     /// whose `with` blocks elsewhere are lowered with their code.
     context_managers: Vec<String>,
+    /// Its top-level functions with stream code that calls elsewhere lower in place or apply
+    /// the summary of (a helper that copies to the host, records or waits): a function that
+    /// calls one has stream work through it.
+    stream_functions: Vec<String>,
     /// Stream attributes the module may order on other objects (see
     /// `ordered_streams::streams_of_others_ordered`); read only where it has stream code.
     orders_streams_of_others: Vec<String>,
@@ -88,6 +92,7 @@ impl ModuleIndex {
         let imports = module_imports(&header, api, &package);
         let marks = prefilter.find(source.as_bytes());
         let mut context_managers = Vec::new();
+        let mut stream_functions = Vec::new();
         let functions = outline
             .defs
             .iter()
@@ -113,17 +118,20 @@ impl ModuleIndex {
                     context_managers.push(name.clone());
                 }
                 let text = source.get(start..end)?;
-                may_lower_in_place(text.len(), generator && !context_manager, stream_code).then(
-                    || {
-                        let candidate = Candidate {
-                            text: text.to_string(),
-                            start: start as u32,
-                            def: OnceLock::new(),
-                            summary: OnceLock::new(),
-                        };
-                        (name.clone(), candidate)
-                    },
-                )
+                let lowered =
+                    may_lower_in_place(text.len(), generator && !context_manager, stream_code);
+                if lowered && stream_code {
+                    stream_functions.push(name.clone());
+                }
+                lowered.then(|| {
+                    let candidate = Candidate {
+                        text: text.to_string(),
+                        start: start as u32,
+                        def: OnceLock::new(),
+                        summary: OnceLock::new(),
+                    };
+                    (name.clone(), candidate)
+                })
             })
             .collect();
         ModuleIndex {
@@ -140,6 +148,7 @@ impl ModuleIndex {
                 .map(|b| (b.start, b.end, b.name.clone()))
                 .collect(),
             context_managers,
+            stream_functions,
             orders_streams_of_others: if marks.stream_code.is_empty() {
                 Vec::new()
             } else {
@@ -565,8 +574,9 @@ pub struct Project<'a> {
     /// What the modules may order on objects other than their own `self` (see
     /// [`Project::orders_stream_of_others`]), gathered once.
     streams_ordered_on_others: FxHashSet<String>,
-    /// The names of the modules' generator context managers with stream code, by digest.
-    stream_context_managers: FxHashSet<u64>,
+    /// The names of the modules' functions with stream code (generator context managers
+    /// included) that calls lower in place or summarize, by digest.
+    stream_functions: FxHashSet<u64>,
 }
 
 impl<'a> Project<'a> {
@@ -595,9 +605,9 @@ impl<'a> Project<'a> {
             .iter()
             .flat_map(|m| m.orders_streams_of_others.iter().cloned())
             .collect();
-        let stream_context_managers = modules
+        let stream_functions = modules
             .iter()
-            .flat_map(|m| m.context_managers.iter())
+            .flat_map(|m| m.context_managers.iter().chain(&m.stream_functions))
             .map(|name| name_digest(name.as_bytes()))
             .collect();
         Project {
@@ -607,7 +617,7 @@ impl<'a> Project<'a> {
             prefilter: prefilter.clone(),
             no_wrappers: FxHashMap::default(),
             streams_ordered_on_others,
-            stream_context_managers,
+            stream_functions,
         }
     }
 
@@ -615,17 +625,18 @@ impl<'a> Project<'a> {
         &self.modules[i]
     }
 
-    /// Where module `m` calls a generator context manager of the project that has stream code
-    /// (by name alone), as the offsets of the calls' `(`, sorted: the functions holding them
-    /// are lowered, since the `with` is lowered with the context manager's code.
-    pub fn context_manager_calls(&self, m: usize) -> Vec<usize> {
-        if self.stream_context_managers.is_empty() {
+    /// Where module `m` calls a function of the project that has stream code (by name alone:
+    /// a generator context manager, a helper that copies, records or waits), as the offsets of
+    /// the calls' `(`, sorted: the functions holding them are lowered, since the call brings
+    /// the callee's stream work (its code in place, or its summary).
+    pub fn stream_function_calls(&self, m: usize) -> Vec<usize> {
+        if self.stream_functions.is_empty() {
             return Vec::new();
         }
         let mut calls: Vec<usize> = self.modules[m]
             .called
             .iter()
-            .filter(|c| self.stream_context_managers.contains(&c.digest))
+            .filter(|c| self.stream_functions.contains(&c.digest))
             .map(|c| c.paren as usize)
             .collect();
         calls.sort_unstable();
@@ -634,7 +645,7 @@ impl<'a> Project<'a> {
 
     /// Parse module `m` for lowering (see [`ModuleIndex::parse`]).
     pub fn parse(&self, m: usize, source: &str) -> Result<Parsed, ParseError> {
-        self.modules[m].parse(source, &self.context_manager_calls(m))
+        self.modules[m].parse(source, &self.stream_function_calls(m))
     }
 
     /// May some module order a stream attribute named `name` of an object other than its own
@@ -899,7 +910,7 @@ mod tests {
         ];
         let project = Project::new(modules, Vec::new(), &api, &prefilter);
         // The helper's text is kept from its decorators, and `run` is not blanked; `other` is.
-        assert_eq!(project.context_manager_calls(1).len(), 1);
+        assert_eq!(project.stream_function_calls(1).len(), 1);
         let parsed = project.parse(1, user).unwrap();
         assert_eq!(outline_of(&parsed), ["other", "other", "def run", "other"]);
         let alone = project.module(1).parse(user, &[]).unwrap();

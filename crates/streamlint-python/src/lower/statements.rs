@@ -120,8 +120,11 @@ impl<'a> Lowerer<'a> {
                 self.branch(from);
                 self.absent_where_none(test, true, *span);
                 self.stmts(body);
-                self.b
-                    .conditional_from(first_op, &format!("`{test_text}` is false"));
+                // (A callee from another module is lowered without its text: no words then.)
+                if !test_text.is_empty() {
+                    self.b
+                        .conditional_from(first_op, &format!("`{test_text}` is false"));
+                }
                 let then_carried = self.carried[carried_before..].to_vec();
                 let then_env = std::mem::replace(&mut self.env, before);
                 let then_current = std::mem::replace(&mut self.current, before_current);
@@ -130,8 +133,10 @@ impl<'a> Lowerer<'a> {
                 self.branch(from);
                 self.absent_where_none(test, false, *span);
                 self.stmts(orelse);
-                self.b
-                    .conditional_from(first_op, &format!("`{test_text}` is true"));
+                if !test_text.is_empty() {
+                    self.b
+                        .conditional_from(first_op, &format!("`{test_text}` is true"));
+                }
                 let else_carried = self.carried[carried_before + then_carried.len()..].to_vec();
                 // The new instances each branch made, made at the other's end as well.
                 self.carry_as_the_other_branch(&then_carried, &else_carried, *span);
