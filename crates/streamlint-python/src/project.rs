@@ -59,9 +59,10 @@ pub struct ModuleIndex {
     /// Its generator context managers with stream code (`@contextmanager def on_side(s)`),
     /// whose `with` blocks elsewhere are lowered with their code.
     context_managers: Vec<String>,
-    /// Its top-level functions with stream code that calls elsewhere lower in place or apply
-    /// the summary of (a helper that copies to the host, records or waits): a function that
-    /// calls one has stream work through it.
+    /// Its small top-level functions with stream code, which calls elsewhere lower in place (a
+    /// helper that copies to the host, records or waits): a function that calls one has stream
+    /// work through it. (Larger ones would make many more callers worth lowering, for the few
+    /// whose summaries matter.)
     stream_functions: Vec<String>,
     /// Stream attributes the module may order on other objects (see
     /// `ordered_streams::streams_of_others_ordered`); read only where it has stream code.
@@ -120,7 +121,7 @@ impl ModuleIndex {
                 let text = source.get(start..end)?;
                 let lowered =
                     may_lower_in_place(text.len(), generator && !context_manager, stream_code);
-                if lowered && stream_code {
+                if lowered && stream_code && text.len() <= SMALL_CALLEE_BYTES {
                     stream_functions.push(name.clone());
                 }
                 lowered.then(|| {
