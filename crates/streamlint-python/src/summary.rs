@@ -92,6 +92,10 @@ pub struct MethodSummary {
     /// The method makes a stream of its own (a warm-up stream before a graph capture): setup
     /// code, which runs before the methods that keep the object's streams busy.
     pub makes_streams: bool,
+    /// The stream every `return` of the method hands back, where all of them return one: the
+    /// caller's current stream (empty: `def producer_stream(self): return
+    /// torch.cuda.current_stream()`) or a stream attribute of the object (`self.side`).
+    pub returns_stream: Option<String>,
 }
 
 impl MethodSummary {
@@ -147,6 +151,7 @@ impl ClassSummary {
                     handlers: 0,
                     work_branches: Vec::new(),
                     orderings: Vec::new(),
+                    returns: Vec::new(),
                     returned_early: false,
                     current_names: FxHashSet::default(),
                     method: MethodSummary::default(),
@@ -156,6 +161,10 @@ impl ClassSummary {
                 };
                 scan.stmts(&f.body);
                 scan.settle();
+                scan.method.returns_stream = match scan.returns.as_slice() {
+                    [first, rest @ ..] if rest.iter().all(|r| r == first) => first.clone(),
+                    _ => None,
+                };
                 scan.method.keeps_arguments = keeps_arguments(f);
                 scan.method.writes_host_of = writes_host_of(f);
                 for (attr, kind) in &scan.method.assigns {
@@ -179,6 +188,20 @@ impl ClassSummary {
         summary.resolve_event_syncs(&recorded_on_every_path);
         summary.events_recorded_on_every_path = recorded_on_every_path.into_keys().collect();
         summary.event_streams = recorded_on;
+        // A method returns a stream of the object only where the attribute holds one.
+        let attrs = &summary.attrs;
+        for m in summary.methods.values_mut() {
+            let held = |a: &String| {
+                a.is_empty()
+                    || matches!(
+                        attrs.get(a),
+                        Some(AttrKind::Stream | AttrKind::AmbientStream)
+                    )
+            };
+            if !m.returns_stream.as_ref().is_some_and(held) {
+                m.returns_stream = None;
+            }
+        }
         let own: FxHashSet<&str> = summary
             .attrs
             .iter()
@@ -347,6 +370,9 @@ struct Scan<'a> {
     /// The orderings the method makes, with the branches they run in; settled when the method
     /// ends (see `Scan::settle`).
     orderings: Vec<(Ordering, Vec<usize>)>,
+    /// What each `return` of the method hands back, where it is a stream (see
+    /// `MethodSummary::returns_stream`; attributes are checked against the class later).
+    returns: Vec<Option<String>>,
     /// A `return` on some path came before: what follows runs on some paths only.
     returned_early: bool,
     /// Local names bound to the current stream (`cur = torch.cuda.current_stream()`).
@@ -414,7 +440,17 @@ impl Scan<'_> {
                 }
                 self.expr(value);
             }
-            Stmt::Return { .. } if self.conditional > 0 => self.returned_early = true,
+            Stmt::Return { value, .. } => {
+                if self.conditional > 0 {
+                    self.returned_early = true;
+                }
+                let stream = match value {
+                    Some(v) if self.is_current_stream(v) => Some(String::new()),
+                    Some(v) => v.dotted().filter(|d| d.starts_with("self.")),
+                    None => None,
+                };
+                self.returns.push(stream);
+            }
             Stmt::Expr(e) => self.expr(e),
             Stmt::With { items, body, .. } => {
                 // A context manager the model does not know, given a stream, is taken to order

@@ -315,6 +315,16 @@ impl<'a> Lowerer<'a> {
         self.pair_effects_of_method(summary, &vals, args.len(), span);
         let inputs = self.tensor_buffers(&vals);
         self.read_all(&inputs, span);
+        // `self.producer_stream()` returning `torch.cuda.current_stream()` or `self.side`.
+        match summary.returns_stream.clone().as_deref() {
+            Some("") => return Value::Stream(self.current),
+            Some(attr) => {
+                if let Some(stream) = self.class_attribute(attr, span) {
+                    return stream;
+                }
+            }
+            None => {}
+        }
         // `self._to(device="cpu", non_blocking=True)`: the object's own transfer helper.
         self.host_transfer_call(&Value::Unknown, method, args, keywords, span)
             .unwrap_or(Value::Unknown)
