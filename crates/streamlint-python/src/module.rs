@@ -31,12 +31,21 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     // Only a module that names them registers saved-tensor hooks.
     let hooks = cx.project.module(cx.module).saved_tensor_hooks;
     summarize_classes(&cx, &constructions, hooks, stmts, &mut classes);
+    // Streams held by objects of the module's own classes (`self.side = SideStream().get()`).
+    let stream_getters =
+        crate::summary::stream_getters(classes.values().map(|i| (i.name.as_str(), &i.summary)));
+    if !stream_getters.is_empty() {
+        for info in classes.values_mut() {
+            info.summary.resolve_held_streams(&stream_getters);
+        }
+    }
     let stream_function_calls = cx.project.stream_function_calls(cx.module);
     let top = Scope {
         cx: &cx,
         stream_function_calls: &stream_function_calls,
         workers: &workers,
         classes: &classes,
+        stream_getters: &stream_getters,
         class: None,
         thread_locals: &thread_locals,
     };
@@ -57,6 +66,7 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
 
 /// What the methods of one class share.
 struct ClassInfo {
+    name: String,
     summary: ClassSummary,
     /// `__exit__` puts back the stream `__enter__` set.
     exit_restores: bool,
@@ -88,6 +98,7 @@ fn summarize_classes(
                         crate::hooks::unpack_arguments(c, cx.api, cx.imports);
                 }
                 let info = ClassInfo {
+                    name: c.name.clone(),
                     summary,
                     exit_restores: c.body.iter().any(|s| {
                         matches!(s, Stmt::Def(m) if m.name == "__exit__" && cx.sets_stream(&m.body))
@@ -123,6 +134,8 @@ struct Scope<'s> {
     stream_function_calls: &'s [usize],
     workers: &'s Workers,
     classes: &'s Classes,
+    /// See [`crate::summary::StreamGetters`].
+    stream_getters: &'s crate::summary::StreamGetters,
     /// The class body being walked, with what its methods share.
     class: Option<(&'s ClassDef, &'s ClassInfo)>,
     /// Module globals bound to `threading.local()`.
@@ -252,6 +265,7 @@ impl<'s> Scope<'s> {
         };
         let Some((class, info)) = self.class else {
             return Role {
+                stream_getters: Some(self.stream_getters).filter(|g| !g.is_empty()),
                 restores_stream: context_manager && restores_in_finally,
                 device_forbidden: self.workers.functions.get(&f.name).cloned(),
                 thread_locals: self.visible_thread_locals(),
@@ -286,6 +300,7 @@ impl<'s> Scope<'s> {
             enclosing_functions: Vec::new(),
             thread_locals: self.visible_thread_locals(),
             summarizing: false,
+            stream_getters: Some(self.stream_getters).filter(|g| !g.is_empty()),
         }
     }
 }

@@ -92,6 +92,10 @@ pub struct MethodSummary {
     /// The method makes a stream of its own (a warm-up stream before a graph capture): setup
     /// code, which runs before the methods that keep the object's streams busy.
     pub makes_streams: bool,
+    /// Attributes the method binds to a stream that an object of another class of the module
+    /// hands out (`self.side = SideStream().get()`), with that class and method: resolved once
+    /// every class is summarized (see `resolve_held_streams`).
+    pub held_streams: Vec<(String, String, String)>,
     /// The stream every `return` of the method hands back, where all of them return one: the
     /// caller's current stream (empty: `def producer_stream(self): return
     /// torch.cuda.current_stream()`) or a stream attribute of the object (`self.side`).
@@ -336,6 +340,71 @@ impl ClassSummary {
             m.syncs.extend(streams);
         }
     }
+}
+
+/// Classes of a module that make a stream of their own and hand it out from a method
+/// (`class SideStream: def __init__(self): self._s = torch.cuda.Stream()` / `def get(self):
+/// return self._s`), by class name, with those methods: `SideStream().get()` makes a stream.
+pub type StreamGetters = FxHashMap<String, FxHashSet<String>>;
+
+/// The stream getters of a module's classes, from their summaries.
+pub fn stream_getters<'c>(
+    classes: impl Iterator<Item = (&'c str, &'c ClassSummary)>,
+) -> StreamGetters {
+    let mut out = StreamGetters::default();
+    for (name, class) in classes {
+        let getters: FxHashSet<String> = class
+            .methods
+            .iter()
+            .filter(|(_, m)| {
+                m.returns_stream
+                    .as_ref()
+                    .is_some_and(|a| class.attrs.get(a) == Some(&AttrKind::Stream))
+            })
+            .map(|(method, _)| method.clone())
+            .collect();
+        if !getters.is_empty() {
+            out.insert(name.to_string(), getters);
+        }
+    }
+    out
+}
+
+impl ClassSummary {
+    /// Attributes bound to a stream an object of the module hands out (`self.side =
+    /// SideStream().get()`) are streams of this object.
+    pub fn resolve_held_streams(&mut self, getters: &StreamGetters) {
+        let held: Vec<String> = self
+            .methods
+            .values()
+            .flat_map(|m| &m.held_streams)
+            .filter(|(_, class, method)| getters.get(class).is_some_and(|g| g.contains(method)))
+            .map(|(attr, ..)| attr.clone())
+            .collect();
+        for attr in held {
+            // Whether the holder's other methods order it is not read here: it is not judged
+            // as a stream nothing orders (see `unordered_own_stream`).
+            self.may_be_ordered.insert(attr.clone());
+            self.attrs.insert(attr, AttrKind::Stream);
+        }
+    }
+}
+
+/// `C(..).m()`: a method called on a new object of a class named `C`, as (class, method).
+pub(crate) fn method_of_new_object(expr: &Expr) -> Option<(&str, &str)> {
+    let Expr::Call { func, .. } = expr else {
+        return None;
+    };
+    let Expr::Attribute { value, attr, .. } = func.as_ref() else {
+        return None;
+    };
+    let Expr::Call { func: class, .. } = value.as_ref() else {
+        return None;
+    };
+    let Expr::Name { id, .. } = class.as_ref() else {
+        return None;
+    };
+    Some((id.as_str(), attr.as_str()))
 }
 
 /// An ordering a method makes that other methods may count on.
@@ -684,6 +753,9 @@ impl Scan<'_> {
                 self.work();
             }
             self.method.assigns.push((attr, kind));
+        } else if let Some((class, method)) = method_of_new_object(value).filter(|_| !cache) {
+            let held = (attr, class.to_string(), method.to_string());
+            self.method.held_streams.push(held);
         }
     }
 

@@ -847,6 +847,25 @@ impl<'a> Lowerer<'a> {
         if matches!(method, "discard" | "remove") && self.shrink_local_list(receiver, &recv, args) {
             return Value::Unknown;
         }
+        // `SideStream().get()` for a class of the module that makes a stream and hands it out:
+        // a new stream, as `torch.cuda.Stream()` would be (a temporary unless bound to a name).
+        if let Expr::Call { func, .. } = receiver {
+            if let Expr::Name { id: class, .. } = func.as_ref() {
+                let hands_out = self
+                    .stream_getters
+                    .and_then(|g| g.get(class.as_str()))
+                    .is_some_and(|methods| methods.contains(method));
+                if hands_out {
+                    return self.api_call(
+                        ApiCall::StreamFactory,
+                        "torch.cuda.Stream",
+                        &[],
+                        &[],
+                        span,
+                    );
+                }
+            }
+        }
         if let Some(theirs) = self.take_from_shared(receiver, method) {
             self.eval_args(args, keywords);
             return theirs;

@@ -222,6 +222,8 @@ pub struct Lowerer<'a> {
     /// Local flags bound once to `True` or `False` (`overlap = False`), and names whose
     /// correlated tests split the paths (see `split_on`): their `if`s are decided.
     flags: FxHashMap<String, bool>,
+    /// The module's classes that hand out a stream of their own (see `Role::stream_getters`).
+    stream_getters: Option<&'a crate::summary::StreamGetters>,
     /// Local names bound to a test of streams (`on_side = current_stream() != self.side`), with
     /// what the test says is there (see `flags::guarded_subjects`).
     stream_guards: FxHashMap<String, Vec<String>>,
@@ -341,6 +343,7 @@ impl<'a> Lowerer<'a> {
             placements: FxHashMap::default(),
             flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
             stream_guards: FxHashMap::default(),
+            stream_getters: role.stream_getters,
             flag_splits: 0,
             splits_made: 0,
             in_trial: false,
