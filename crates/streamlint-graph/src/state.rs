@@ -525,7 +525,13 @@ impl State {
             }
             OpKind::Carry { from, into, part } => self.carry(id, from, into, part),
             OpKind::Absent { buffer } => {
-                self.buffers.remove(&buffer);
+                // Its accesses did not happen on this path either: where the paths meet, what
+                // they are ordered after is the other path's to say.
+                if let Some(b) = self.buffers.remove(&buffer) {
+                    for &(_, access) in b.writes.iter().chain(&b.reads).chain(&b.uses) {
+                        self.performed.remove(access);
+                    }
+                }
             }
             OpKind::ScopeEnd => {
                 self.buffers

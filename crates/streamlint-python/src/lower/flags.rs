@@ -297,9 +297,63 @@ impl<'a> Lowerer<'a> {
     }
 }
 
-/// What a test says is `None` on one of its branches: `x is not None` on the branch not taken,
-/// `x is None` on the branch taken (names and attributes: `grad`, `self.buffer`).
-pub(super) fn none_on_branch(test: &Expr, taken: bool) -> Option<String> {
+/// What a test says is not a device tensor on one of its branches: `None` (`x is not None` on the
+/// branch not taken, `x is None` on the branch taken) or host memory (`x.is_cuda`,
+/// `x.device.type == "cuda"` on the branch not taken; `not x.is_cuda`, `x.device.type == "cpu"`
+/// on the branch taken). `text` is the test's source, which tells `==` from `!=`.
+pub(super) fn absent_on_branch(test: &Expr, taken: bool, text: &[u8]) -> Option<String> {
+    if let Some((subject, on_device_if_true)) = residence_test(test, text) {
+        return (on_device_if_true != taken).then_some(subject);
+    }
+    none_on_branch(test, taken)
+}
+
+/// `x.is_cuda` (true: on the device), `not x.is_cuda`, `x.device.type == "cuda"` / `!= "cpu"`
+/// and the reverse: the value tested, and whether the test is true where it is on the device.
+fn residence_test(test: &Expr, text: &[u8]) -> Option<(String, bool)> {
+    match test {
+        Expr::Attribute { value, attr, .. } if attr == "is_cuda" => Some((value.dotted()?, true)),
+        Expr::Operator {
+            op: Operator::Not,
+            operands,
+            ..
+        } => match operands.as_slice() {
+            [Expr::Attribute { value, attr, .. }] if attr == "is_cuda" => {
+                Some((value.dotted()?, false))
+            }
+            _ => None,
+        },
+        Expr::Operator {
+            op: Operator::Arithmetic,
+            operands,
+            ..
+        } => {
+            let [device_type, kind] = operands.as_slice() else {
+                return None;
+            };
+            let subject = device_type
+                .dotted()?
+                .strip_suffix(".device.type")?
+                .to_string();
+            let on_device = match kind.as_str()? {
+                "cuda" => true,
+                "cpu" => false,
+                _ => return None,
+            };
+            let equal = memchr::memmem::find(text, b"==").is_some();
+            let not_equal = memchr::memmem::find(text, b"!=").is_some();
+            match (equal, not_equal) {
+                (true, false) => Some((subject, on_device)),
+                (false, true) => Some((subject, !on_device)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// What a test says is `None` on one of its branches (see `absent_on_branch`).
+fn none_on_branch(test: &Expr, taken: bool) -> Option<String> {
     let Expr::Operator {
         op: op @ (Operator::Is | Operator::IsNot),
         operands,

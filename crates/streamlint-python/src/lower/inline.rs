@@ -486,10 +486,17 @@ impl<'a> Lowerer<'a> {
                 .as_ref()
                 .and_then(Expr::dotted)
                 .unwrap_or_default();
+            // What the caller does not know as a tensor, passed for a stream parameter, is the
+            // stream the caller's expression names (one code not seen handed it, perhaps).
+            let untyped = |v: &Value| match v {
+                Value::Unknown => true,
+                Value::Param(b) => !self.confirmed.contains(b),
+                _ => false,
+            };
             let value = match (value, was_given) {
-                (Value::Unknown, true) if stream_like(&p.name, &annotation) => expr
+                (v, true) if untyped(&v) && stream_like(&p.name, &annotation) => expr
                     .and_then(Expr::dotted)
-                    .map_or(Value::Unknown, |d| Value::Stream(self.named_stream(&d))),
+                    .map_or(v, |d| Value::Stream(self.named_stream(&d))),
                 (v, _) => v,
             };
             // `def _scale(t: torch.Tensor, ..)`: what the caller passes there is a tensor.

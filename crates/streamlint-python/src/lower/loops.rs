@@ -187,9 +187,15 @@ impl<'a> Lowerer<'a> {
             }
             other => std::slice::from_ref(other),
         };
-        sequences.iter().any(|seq| {
-            matches!(seq, Expr::Name { id, .. }
-                if matches!(self.env.get(id.as_str()), Some(Value::Group(items)) if !items.is_empty()))
+        sequences.iter().any(|seq| match seq {
+            Expr::Name { id, .. } => {
+                matches!(self.env.get(id.as_str()), Some(Value::Group(items)) if !items.is_empty())
+            }
+            // `for t in (logits, scores):` runs once per item written there.
+            Expr::Collection { elts, .. } => {
+                !elts.is_empty() && !elts.iter().any(|e| matches!(e, Expr::Starred { .. }))
+            }
+            _ => false,
         })
     }
 

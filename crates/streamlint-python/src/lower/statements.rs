@@ -330,19 +330,31 @@ impl<'a> Lowerer<'a> {
 
     /// The test of an `if`, `while` or `assert`: a tensor's truth is read on the host, which
     /// waits for the current stream (`if torch.isnan(loss).any():`, `assert (a == b).all()`).
-    /// On the branch where a test says a value is `None`, the value it held elsewhere is not
-    /// there: its pending work and keep-alive needs are the other branch's.
+    /// On the branch where a test says a value is `None` or host memory, the device tensor it
+    /// held elsewhere is not there: its pending work and keep-alive needs are the other
+    /// branch's.
     fn absent_where_none(&mut self, test: &Expr, taken: bool, span: Span) {
-        let Some(name) = flags::none_on_branch(test, taken) else {
+        let text = self.cx.text(test.span());
+        let Some(name) = flags::absent_on_branch(test, taken, text) else {
             return;
         };
+        let host = !matches!(
+            test,
+            Expr::Operator {
+                op: Operator::Is | Operator::IsNot,
+                ..
+            }
+        );
         let Some(value) = self.env.get(name.as_str()) else {
             return;
         };
         for buffer in value.buffers() {
             self.b.push(OpKind::Absent { buffer }, span);
         }
-        self.env.insert(name.into(), Value::None);
+        // A host value keeps its name (it is still read and written there, on the host).
+        if !host {
+            self.env.insert(name.into(), Value::None);
+        }
     }
 
     pub(super) fn truth_test(&mut self, test: &Expr, span: Span) {
