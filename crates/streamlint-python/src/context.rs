@@ -19,9 +19,11 @@ use crate::wrappers::Wrapper;
 #[derive(Clone, Copy)]
 pub struct ModuleContext<'a> {
     pub api: &'a ApiModel,
-    /// The module's text, for scanning a function before lowering it (empty in the context of a
-    /// callee lowered in place, whose module's text is not kept).
+    /// The module's text, for scanning a function before lowering it (in the context of a
+    /// callee lowered in place, whose module's text is not kept, the callee's own text).
     pub source: &'a str,
+    /// Where `source` starts in the module (a callee's text starts at its `def`).
+    pub source_start: u32,
     pub prefilter: &'a Prefilter,
     /// When lowering stops (checked between statements).
     pub deadline: Deadline,
@@ -43,8 +45,9 @@ impl<'a> ModuleContext<'a> {
         let m = project.module(i);
         ModuleContext {
             api: project.api,
-            // A callee's text is read through its own index, never through the context.
+            // A callee's text is read through its own index (see `with_function_text`).
             source: "",
+            source_start: 0,
             prefilter: &project.prefilter,
             deadline,
             imports: &m.imports,
@@ -55,12 +58,31 @@ impl<'a> ModuleContext<'a> {
         }
     }
 
-    /// The text a span covers (empty for a span outside the module).
+    /// The text a span covers (empty for a span outside the text the context holds).
     pub fn text(&self, span: Span) -> &'a [u8] {
+        let (Some(start), Some(end)) = (
+            span.start.checked_sub(self.source_start),
+            span.end.checked_sub(self.source_start),
+        ) else {
+            return &[];
+        };
         self.source
             .as_bytes()
-            .get(span.start as usize..span.end as usize)
+            .get(start as usize..end as usize)
             .unwrap_or_default()
+    }
+
+    /// The context of a callee lowered in place, with the callee's own text (as its index
+    /// keeps it), so that what it tests can be named.
+    pub(crate) fn with_function_text(self, name: &str) -> Self {
+        match self.project.module(self.module).function_text(name) {
+            Some((text, start)) => ModuleContext {
+                source: text,
+                source_start: start,
+                ..self
+            },
+            None => self,
+        }
     }
 
     /// The qualified name of a device module the expression denotes (`torch.cuda`,

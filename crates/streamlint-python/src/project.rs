@@ -260,6 +260,12 @@ impl ModuleIndex {
             .is_some_and(|c| (c.start..c.start + c.text.len() as u32).contains(&at))
     }
 
+    /// The text of the top-level function `name` that may be lowered in place, and where it
+    /// starts in the module.
+    pub(crate) fn function_text(&self, name: &str) -> Option<(&str, u32)> {
+        self.functions.get(name).map(|c| (c.text.as_str(), c.start))
+    }
+
     /// The top-level function `name` that may be lowered in place, parsed.
     fn function(&self, name: &str) -> Option<&FunctionDef> {
         let c = self.functions.get(name)?;

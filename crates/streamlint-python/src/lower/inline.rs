@@ -236,6 +236,7 @@ impl<'a> Lowerer<'a> {
             self.cx
         } else {
             ModuleContext::callee(self.cx.project, callee.module, self.cx.deadline)
+                .with_function_text(&def.name)
         };
         let saved = CallerState {
             env: std::mem::take(&mut self.env),
