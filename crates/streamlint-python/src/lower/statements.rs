@@ -441,17 +441,22 @@ impl<'a> Lowerer<'a> {
         if augmented {
             let v = self.eval(value);
             let mut t = self.eval(&targets[0]);
-            // `flat /= world_size` on a value from code not seen is an in-place write, as
-            // `flat.div_(world_size)` is: from here on the value is a tensor the body tracks.
-            if let Expr::Name { id, .. } = &targets[0] {
-                if let Some(made) = self.made_elsewhere(id, span) {
-                    t = made;
+            // `flat /= world_size` on a value from outside the body (code not seen, an argument)
+            // is an in-place write, as `flat.div_(world_size)` is, and says the value is a
+            // tensor. Scaling says so; `ptr += offset` and `count -= 1` are as often on numbers.
+            let text = self.cx.text(span);
+            let scales = [&b"*="[..], b"/="]
+                .iter()
+                .any(|op| memchr::memmem::find(text, op).is_some());
+            if scales {
+                if let Expr::Name { id, .. } = &targets[0] {
+                    if let Some(made) = self.made_elsewhere(id, span) {
+                        t = made;
+                    }
                 }
-            }
-            // On a value from outside the body (an argument, what code not seen returned) it
-            // is a write too, and says the value is a tensor.
-            if let Value::Param(_) = t {
-                self.confirm(std::slice::from_ref(&t));
+                if let Value::Param(_) = t {
+                    self.confirm(std::slice::from_ref(&t));
+                }
             }
             let written = self.tensor_buffers(std::slice::from_ref(&t));
             if !written.is_empty() {
