@@ -749,8 +749,9 @@ impl BodyBuilder {
     }
 
     /// The orderings among the ops from `first` on run only where a test holds; `skipped` says
-    /// when they do not (see [`Body::conditional`]).
-    pub fn conditional_from(&mut self, first: usize, skipped: &str) {
+    /// when they do not (see [`Body::conditional`]). Those a branch inside already named keep
+    /// its words.
+    pub fn conditional_from(&mut self, first: usize, skipped: impl FnOnce() -> String) {
         let ordering = |k: &OpKind| {
             matches!(
                 k,
@@ -763,13 +764,31 @@ impl BodyBuilder {
                     | OpKind::SyncDevice
             )
         };
-        for i in first..self.body.ops.len() {
-            let id = OpId(i as u32);
-            let known = self.body.conditional.iter().any(|(op, _)| *op == id);
-            if !known && ordering(&self.body.ops[i].kind) {
-                self.body.conditional.push((id, skipped.to_string()));
-            }
+        // Branches inside this one were noted after it began: theirs are the last entries.
+        let inner = self
+            .body
+            .conditional
+            .iter()
+            .rev()
+            .take_while(|(op, _)| op.0 as usize >= first)
+            .count();
+        let known_from = self.body.conditional.len() - inner;
+        let new: Vec<OpId> = (first..self.body.ops.len())
+            .map(|i| OpId(i as u32))
+            .filter(|id| ordering(&self.body.ops[id.0 as usize].kind))
+            .filter(|id| {
+                !self.body.conditional[known_from..]
+                    .iter()
+                    .any(|(op, _)| op == id)
+            })
+            .collect();
+        if new.is_empty() {
+            return;
         }
+        let skipped = skipped();
+        self.body
+            .conditional
+            .extend(new.into_iter().map(|id| (id, skipped.clone())));
     }
     /// No call in the checked files reaches the function (see [`Body::uncalled`]).
     pub fn uncalled(&mut self) {

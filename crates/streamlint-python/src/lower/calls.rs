@@ -207,6 +207,9 @@ impl<'a> Lowerer<'a> {
     /// boundary, a value ready on the stream current at the call, judged like an argument if it
     /// is used as a tensor (until then it may be anything: a number, a list, a module).
     fn received_from_unseen_code(&mut self, span: Span) -> Value {
+        if self.discarded == Some(span) {
+            return Value::Unknown;
+        }
         let name = self.value_name("result");
         let buffer = self.buffer_at(span, "received", &name, Memory::Device, Owner::Caller);
         self.b.push(

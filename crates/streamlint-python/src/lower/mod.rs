@@ -222,6 +222,9 @@ pub struct Lowerer<'a> {
     /// Local flags bound once to `True` or `False` (`overlap = False`), and names whose
     /// correlated tests split the paths (see `split_on`): their `if`s are decided.
     flags: FxHashMap<String, bool>,
+    /// The call a statement makes for its effect alone (`optimizer.step()`): what it returns is
+    /// dropped at once, so code not seen hands nothing over there.
+    discarded: Option<Span>,
     /// The module's classes that hand out a stream of their own (see `Role::stream_getters`).
     stream_getters: Option<&'a crate::summary::StreamGetters>,
     /// Local names bound to a test of streams (`on_side = current_stream() != self.side`), with
@@ -344,6 +347,7 @@ impl<'a> Lowerer<'a> {
             flags: def.map(|d| constant_flags(&d.body)).unwrap_or_default(),
             stream_guards: FxHashMap::default(),
             stream_getters: role.stream_getters,
+            discarded: None,
             flag_splits: 0,
             splits_made: 0,
             in_trial: false,

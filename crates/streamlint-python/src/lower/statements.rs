@@ -115,15 +115,16 @@ impl<'a> Lowerer<'a> {
                 let before = self.env.clone();
                 let before_current = self.current;
                 let carried_before = self.carried.len();
-                let test_text = String::from_utf8_lossy(self.cx.text(test.span())).into_owned();
+                let test_text = self.cx.text(test.span());
                 let first_op = self.b.body().ops.len();
                 self.branch(from);
                 self.absent_where_none(test, true, *span);
                 self.stmts(body);
-                // (A callee from another module is lowered without its text: no words then.)
+                // (A callee whose text is not at hand is lowered without words for its tests.)
                 if !test_text.is_empty() {
-                    self.b
-                        .conditional_from(first_op, &format!("`{test_text}` is false"));
+                    self.b.conditional_from(first_op, || {
+                        format!("`{}` is false", String::from_utf8_lossy(test_text))
+                    });
                 }
                 let then_carried = self.carried[carried_before..].to_vec();
                 let then_env = std::mem::replace(&mut self.env, before);
@@ -134,8 +135,9 @@ impl<'a> Lowerer<'a> {
                 self.absent_where_none(test, false, *span);
                 self.stmts(orelse);
                 if !test_text.is_empty() {
-                    self.b
-                        .conditional_from(first_op, &format!("`{test_text}` is true"));
+                    self.b.conditional_from(first_op, || {
+                        format!("`{}` is true", String::from_utf8_lossy(test_text))
+                    });
                 }
                 let else_carried = self.carried[carried_before + then_carried.len()..].to_vec();
                 // The new instances each branch made, made at the other's end as well.
@@ -308,7 +310,9 @@ impl<'a> Lowerer<'a> {
                 Some(stmts) => self.stmts(&stmts),
                 None => {
                     if !self.moved_module(e) {
+                        let outer = self.discarded.replace(e.span());
                         self.eval(e);
+                        self.discarded = outer;
                     }
                 }
             },
@@ -330,6 +334,32 @@ impl<'a> Lowerer<'a> {
 
     /// The test of an `if`, `while` or `assert`: a tensor's truth is read on the host, which
     /// waits for the current stream (`if torch.isnan(loss).any():`, `assert (a == b).all()`).
+    /// Could `value` be a test of what a stream is (`s is not None`, `isinstance(s, ..)`,
+    /// `current != s`)? Most assignments are not, and are not looked into further.
+    fn may_test_streams(&self, value: &Expr) -> bool {
+        match value {
+            Expr::Operator {
+                op: Operator::Is | Operator::IsNot | Operator::And,
+                ..
+            } => true,
+            Expr::Operator {
+                op: Operator::Arithmetic,
+                operands,
+                span,
+            } => {
+                operands.len() == 2 && {
+                    let text = self.cx.text(*span);
+                    memchr::memmem::find(text, b"!=").is_some()
+                        || memchr::memmem::find(text, b"==").is_some()
+                }
+            }
+            Expr::Call { func, .. } => {
+                matches!(func.as_ref(), Expr::Name { id, .. } if id == "isinstance")
+            }
+            _ => false,
+        }
+    }
+
     /// On the branch where a test says a value is `None` or host memory, the device tensor it
     /// held elsewhere is not there: its pending work and keep-alive needs are the other
     /// branch's.
@@ -489,7 +519,7 @@ impl<'a> Lowerer<'a> {
         // tests what this tests.
         if let [Expr::Name { id, .. }] = targets {
             let mut subjects = Vec::new();
-            if !matches!(value, Expr::Name { .. } | Expr::Attribute { .. }) {
+            if self.may_test_streams(value) {
                 crate::guards::guarded_subjects(value, &self.stream_guards, &mut subjects);
             }
             if subjects.is_empty() {
