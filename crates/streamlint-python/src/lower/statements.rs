@@ -473,12 +473,13 @@ impl<'a> Lowerer<'a> {
             let mut t = self.eval(&targets[0]);
             // `flat /= world_size` on a value from outside the body (code not seen, an argument)
             // is an in-place write, as `flat.div_(world_size)` is, and says the value is a
-            // tensor. Scaling says so; `ptr += offset` and `count -= 1` are as often on numbers.
+            // tensor; so is an update of some of its elements (`emb[idx] -= step`). `ptr +=
+            // offset` and `count -= 1` on a name are as often on numbers.
             let text = self.cx.text(span);
             let scales = [&b"*="[..], b"/="]
                 .iter()
                 .any(|op| memchr::memmem::find(text, op).is_some());
-            if scales {
+            if scales || matches!(targets[0], Expr::Subscript { .. }) {
                 if let Expr::Name { id, .. } = &targets[0] {
                     if let Some(made) = self.made_elsewhere(id, span) {
                         t = made;
