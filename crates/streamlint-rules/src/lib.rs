@@ -190,6 +190,17 @@ impl<'b> Context<'b> {
             {
                 reported_stale(wait)
             }
+            // An event another method records on some paths only: no record here for SL006 to
+            // point at, so the unordered use is the finding.
+            OpKind::WaitEvent { event, .. }
+                if !self.body.ops_iter().any(|(_, o)| {
+                    matches!(o.kind, OpKind::RecordEvent { event: e, .. } if e == event)
+                }) && self.body.ops_iter().any(|(_, o)| {
+                    matches!(o.kind, OpKind::RecordedOnSomePaths { event: e, .. } if e == event)
+                }) =>
+            {
+                false
+            }
             _ => true,
         }
     }

@@ -396,7 +396,8 @@ impl<'a> Lowerer<'a> {
             let end = statements::last_statement_span(&d.body).unwrap_or(d.name_span);
             l.b.push(OpKind::ScopeEnd, end);
         }
-        for buffer in std::mem::take(&mut l.param_buffers) {
+        let arguments = std::mem::take(&mut l.param_buffers);
+        for &buffer in &arguments {
             if l.confirmed.contains(&buffer) {
                 l.b.argument(buffer);
             }
@@ -414,6 +415,12 @@ impl<'a> Lowerer<'a> {
                 unique.push((kind, span));
             }
         }
+        // The caller made the arguments after whatever the object's other methods did: an
+        // event one of them recorded does not cover them (the contract: an argument is ready on
+        // the caller's current stream, no more).
+        let (unique, made_by_caller): (Vec<_>, Vec<_>) = unique.into_iter().partition(
+            |(k, _)| !matches!(k, OpKind::Produce { buffer, .. } if arguments.contains(buffer)),
+        );
         // Writes left pending by other methods come before the events recorded after them.
         let (mut entry_ops, rest): (Vec<_>, Vec<_>) = unique
             .into_iter()
@@ -423,6 +430,7 @@ impl<'a> Lowerer<'a> {
             .partition(|(k, _)| matches!(k, OpKind::Write { .. }));
         entry_ops.extend(writes);
         entry_ops.extend(ordering);
+        entry_ops.extend(made_by_caller);
         l.b.prepend_to_entry(entry_ops);
         l.b.finish()
     }
