@@ -156,7 +156,9 @@ impl ClassSummary {
                     work_branches: Vec::new(),
                     orderings: Vec::new(),
                     returns: Vec::new(),
+                    events_made: Vec::new(),
                     returned_early: false,
+                    after_early_return: None,
                     current_names: FxHashSet::default(),
                     method: MethodSummary::default(),
                     recorded_on: &mut recorded_on,
@@ -439,11 +441,16 @@ struct Scan<'a> {
     /// The orderings the method makes, with the branches they run in; settled when the method
     /// ends (see `Scan::settle`).
     orderings: Vec<(Ordering, Vec<usize>)>,
+    /// Event attributes the method makes, with the branches it makes them in.
+    events_made: Vec<(String, Vec<usize>)>,
     /// What each `return` of the method hands back, where it is a stream (see
     /// `MethodSummary::returns_stream`; attributes are checked against the class later).
     returns: Vec<Option<String>>,
     /// A `return` on some path came before: what follows runs on some paths only.
     returned_early: bool,
+    /// From the first `return` on some path on, what runs is under one more condition (that
+    /// the method went on): its id, like a branch's.
+    after_early_return: Option<usize>,
     /// Local names bound to the current stream (`cur = torch.cuda.current_stream()`).
     current_names: FxHashSet<String>,
     method: MethodSummary,
@@ -512,6 +519,10 @@ impl Scan<'_> {
             Stmt::Return { value, .. } => {
                 if self.conditional > 0 {
                     self.returned_early = true;
+                    if self.after_early_return.is_none() {
+                        self.branch_count += 1;
+                        self.after_early_return = Some(self.branch_count);
+                    }
                 }
                 let stream = match value {
                     Some(v) if self.is_current_stream(v) => Some(String::new()),
@@ -587,14 +598,14 @@ impl Scan<'_> {
     }
 
     /// An ordering of `subject` (a stream, an event) made here, to be settled when the method
-    /// ends. In an `except` block or after a `return` on some path it runs on some paths only
-    /// and is dropped at once; the branches whose test is about the subject itself (`if
-    /// self.side is not None:`) are not conditions of it.
+    /// ends. In an `except` block it runs on some paths only and is dropped at once; after a
+    /// `return` on some path, that the method went on is one of its conditions; the branches
+    /// whose test is about the subject itself (`if self.side is not None:`) are not.
     fn order(&mut self, ordering: Ordering, subject: &str) {
         if let Ordering::Records { event, stream } = &ordering {
             self.recorded_on.insert(event.clone(), stream.clone());
         }
-        if self.handlers > 0 || self.returned_early {
+        if self.handlers > 0 {
             return;
         }
         let conditions = self
@@ -602,13 +613,31 @@ impl Scan<'_> {
             .iter()
             .filter(|(_, guarded)| !guarded.iter().any(|s| s == subject))
             .map(|&(id, _)| id)
+            .chain(self.after_early_return)
             .collect();
         self.orderings.push((ordering, conditions));
     }
 
+    /// An event attribute is made here, under the enclosing branches (lazily, `if self.ready is
+    /// None:`).
+    fn event_made(&mut self, attr: &str) {
+        let here = self.here();
+        self.events_made.push((attr.to_string(), here));
+    }
+
+    /// The conditions of what runs here: the enclosing branches, and that no early `return`
+    /// was taken.
+    fn here(&self) -> Vec<usize> {
+        self.branches
+            .iter()
+            .map(|&(id, _)| id)
+            .chain(self.after_early_return)
+            .collect()
+    }
+
     /// Note that stream work the method's orderings may be for runs in the enclosing branches.
     fn work(&mut self) {
-        let here = self.branches.iter().map(|&(id, _)| id).collect();
+        let here = self.here();
         self.work_branches.push(here);
     }
 
@@ -618,7 +647,17 @@ impl Scan<'_> {
     /// only (`if sync: self.done.record()`) orders nothing for them.
     fn settle(&mut self) {
         for (ordering, conditions) in std::mem::take(&mut self.orderings) {
+            // An event made under the same conditions as its record exists only where it is
+            // recorded (`if spec: if self.ready is None: self.ready = Event(); self.ready.record()`).
+            let made_with_it = match &ordering {
+                Ordering::Records { event, .. } => self
+                    .events_made
+                    .iter()
+                    .any(|(made, at)| made == event && conditions.iter().all(|c| at.contains(c))),
+                _ => false,
+            };
             let holds = conditions.is_empty()
+                || made_with_it
                 || (!self.work_branches.is_empty()
                     && self
                         .work_branches
@@ -681,7 +720,17 @@ impl Scan<'_> {
             Some(ApiCall::StreamFactory) if cache => Some(AttrKind::StreamCache),
             Some(ApiCall::StreamFactory) => Some(AttrKind::Stream),
             Some(ApiCall::CurrentStream | ApiCall::DefaultStream) => Some(AttrKind::AmbientStream),
-            Some(ApiCall::EventFactory) => Some(AttrKind::Event),
+            Some(ApiCall::EventFactory) => {
+                self.event_made(&attr);
+                Some(AttrKind::Event)
+            }
+            // `torch.get_device_module(dev).Event()`: an event of whatever device.
+            _ if matches!(value, Expr::Call { func, .. }
+                if matches!(func.as_ref(), Expr::Attribute { attr, .. } if attr == "Event")) =>
+            {
+                self.event_made(&attr);
+                Some(AttrKind::Event)
+            }
             _ if is_method_call(value, "record_event") => {
                 if let Some(stream) = method_receiver(value).and_then(Expr::dotted) {
                     let event = attr.clone();
