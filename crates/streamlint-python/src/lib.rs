@@ -122,26 +122,3 @@ mod tests {
         assert!(lower_source(src, &ApiModel::default(), Deadline::NONE).is_ok());
     }
 }
-#[cfg(test)]
-mod scratch_debug {
-    #[test]
-    fn dump() {
-        let src = std::fs::read_to_string("/tmp/fx/d20c.py").unwrap();
-        let bodies = super::lower_source(
-            &src,
-            &super::ApiModel::default(),
-            streamlint_graph::Deadline::after(std::time::Duration::from_secs(5)),
-        )
-        .unwrap();
-        for b in &bodies {
-            if b.name.contains("predict3") {
-                for (i, op) in b.ops.iter().enumerate() {
-                    println!("{i}: {:?} @{}..{}", op.kind, op.span.start, op.span.end);
-                }
-                for (i, buf) in b.buffers.iter().enumerate() {
-                    println!("buf{i}: {:?}", buf);
-                }
-            }
-        }
-    }
-}
