@@ -52,7 +52,11 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     let mut jobs = Vec::new();
     top.gather(stmts, &mut jobs);
     let lower = |(role, f): (Role<'_>, &FunctionDef)| Lowerer::lower(cx, role, Some(f), &[]);
-    let mut bodies = vec![Lowerer::lower(cx, Role::default(), None, stmts)];
+    let module_role = Role {
+        stream_getters: Some(&stream_getters).filter(|g| !g.is_empty()),
+        ..Role::default()
+    };
+    let mut bodies = vec![Lowerer::lower(cx, module_role, None, stmts)];
     // Functions are lowered independently of each other. Within a thread pool (the caller's:
     // it chose the stacks deep code needs), they are lowered in parallel, which a large file
     // open in an editor needs; elsewhere one after the other.

@@ -203,6 +203,34 @@ impl<'a> Lowerer<'a> {
         self.produce(span, &name, Memory::Device, how)
     }
 
+    /// Is `receiver.method()` a stream a class of the module makes and hands out, on a new
+    /// object of it (`SideStream().get()`)?
+    fn hands_out_a_new_stream(&self, receiver: &Expr, method: &str) -> bool {
+        let Expr::Call { func, .. } = receiver else {
+            return false;
+        };
+        let Expr::Name { id: class, .. } = func.as_ref() else {
+            return false;
+        };
+        self.stream_getters
+            .and_then(|g| g.get(class.as_str()))
+            .is_some_and(|methods| methods.contains(method))
+    }
+
+    /// Does `expr` make a new stream (`torch.cuda.Stream()`, `SideStream().get()`)?
+    pub(super) fn makes_stream(&self, expr: &Expr) -> bool {
+        if self.api_kind(expr) == Some(ApiCall::StreamFactory) {
+            return true;
+        }
+        match expr {
+            Expr::Call { func, .. } => match func.as_ref() {
+                Expr::Attribute { value, attr, .. } => self.hands_out_a_new_stream(value, attr),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
     /// What code not seen returns (`store.get_flat()`, `next(batches)`): by the contract at every
     /// boundary, a value ready on the stream current at the call, judged like an argument if it
     /// is used as a tensor (until then it may be anything: a number, a list, a module).
@@ -852,22 +880,8 @@ impl<'a> Lowerer<'a> {
         }
         // `SideStream().get()` for a class of the module that makes a stream and hands it out:
         // a new stream, as `torch.cuda.Stream()` would be (a temporary unless bound to a name).
-        if let Expr::Call { func, .. } = receiver {
-            if let Expr::Name { id: class, .. } = func.as_ref() {
-                let hands_out = self
-                    .stream_getters
-                    .and_then(|g| g.get(class.as_str()))
-                    .is_some_and(|methods| methods.contains(method));
-                if hands_out {
-                    return self.api_call(
-                        ApiCall::StreamFactory,
-                        "torch.cuda.Stream",
-                        &[],
-                        &[],
-                        span,
-                    );
-                }
-            }
+        if self.hands_out_a_new_stream(receiver, method) {
+            return self.api_call(ApiCall::StreamFactory, "torch.cuda.Stream", &[], &[], span);
         }
         if let Some(theirs) = self.take_from_shared(receiver, method) {
             self.eval_args(args, keywords);

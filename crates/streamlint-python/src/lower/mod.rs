@@ -462,10 +462,7 @@ impl<'a> Lowerer<'a> {
                 .as_ref()
                 .and_then(Expr::dotted)
                 .unwrap_or_default();
-            let default_stream = p
-                .default
-                .as_ref()
-                .filter(|d| self.api_kind(d) == Some(ApiCall::StreamFactory));
+            let default_stream = p.default.as_ref().filter(|d| self.makes_stream(d));
             let packed = (self.params.len() == 1)
                 .then(|| self.class.and_then(|c| c.unpack_arguments.get(&def.name)))
                 .flatten();
