@@ -350,6 +350,20 @@ pub enum OpKind {
 }
 
 impl OpKind {
+    /// Does the op order streams or keep memory alive (a wait, a record, a host sync)?
+    pub fn orders(&self) -> bool {
+        matches!(
+            self,
+            OpKind::RecordStream { .. }
+                | OpKind::WaitStream { .. }
+                | OpKind::RecordEvent { .. }
+                | OpKind::WaitEvent { .. }
+                | OpKind::SyncStream { .. }
+                | OpKind::SyncEvent { .. }
+                | OpKind::SyncDevice
+        )
+    }
+
     /// The buffer the op is about, if it is about one.
     pub fn buffer(&self) -> Option<BufferId> {
         match *self {
@@ -752,18 +766,6 @@ impl BodyBuilder {
     /// when they do not (see [`Body::conditional`]). Those a branch inside already named keep
     /// its words.
     pub fn conditional_from(&mut self, first: usize, skipped: impl FnOnce() -> String) {
-        let ordering = |k: &OpKind| {
-            matches!(
-                k,
-                OpKind::RecordStream { .. }
-                    | OpKind::WaitStream { .. }
-                    | OpKind::RecordEvent { .. }
-                    | OpKind::WaitEvent { .. }
-                    | OpKind::SyncStream { .. }
-                    | OpKind::SyncEvent { .. }
-                    | OpKind::SyncDevice
-            )
-        };
         // Branches inside this one were noted after it began: theirs are the last entries.
         let inner = self
             .body
@@ -775,7 +777,7 @@ impl BodyBuilder {
         let known_from = self.body.conditional.len() - inner;
         let new: Vec<OpId> = (first..self.body.ops.len())
             .map(|i| OpId(i as u32))
-            .filter(|id| ordering(&self.body.ops[id.0 as usize].kind))
+            .filter(|id| self.body.ops[id.0 as usize].kind.orders())
             .filter(|id| {
                 !self.body.conditional[known_from..]
                     .iter()

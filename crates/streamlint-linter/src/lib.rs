@@ -27,7 +27,7 @@ pub use config::{Config, ConfigError, Options};
 pub use discover::{discover, Discovery};
 pub use fix::{applicable, fix_source, Fixed};
 pub use run::check_file;
-pub use select::Selection;
+pub use select::{parse_severity, Selection};
 pub use workspace::Workspace;
 
 use globset::GlobSet;
@@ -92,7 +92,7 @@ impl Settings {
             .map_err(|e| config.invalid("exclude", &e))?;
         let mut selection = config.selection();
         if let Some(text) = &config.options.severity {
-            selection.min_severity = select::parse_severity(text).ok_or_else(|| {
+            selection.min_severity = parse_severity(text).ok_or_else(|| {
                 config.invalid(
                     "severity",
                     &format!("`{text}` is not a severity: use error, warning or info"),

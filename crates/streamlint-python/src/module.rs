@@ -34,7 +34,8 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     // Streams held by objects of the module's own classes (`self.side = SideStream().get()`).
     let stream_getters =
         crate::summary::stream_getters(classes.values().map(|i| (i.name.as_str(), &i.summary)));
-    if !stream_getters.is_empty() {
+    let getters = Some(&stream_getters).filter(|g| !g.is_empty());
+    if getters.is_some() {
         for info in classes.values_mut() {
             info.summary.resolve_held_streams(&stream_getters);
         }
@@ -45,7 +46,7 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
         stream_function_calls: &stream_function_calls,
         workers: &workers,
         classes: &classes,
-        stream_getters: &stream_getters,
+        stream_getters: getters,
         class: None,
         thread_locals: &thread_locals,
     };
@@ -53,7 +54,7 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     top.gather(stmts, &mut jobs);
     let lower = |(role, f): (Role<'_>, &FunctionDef)| Lowerer::lower(cx, role, Some(f), &[]);
     let module_role = Role {
-        stream_getters: Some(&stream_getters).filter(|g| !g.is_empty()),
+        stream_getters: getters,
         ..Role::default()
     };
     let mut bodies = vec![Lowerer::lower(cx, module_role, None, stmts)];
@@ -139,7 +140,7 @@ struct Scope<'s> {
     workers: &'s Workers,
     classes: &'s Classes,
     /// See [`crate::summary::StreamGetters`].
-    stream_getters: &'s crate::summary::StreamGetters,
+    stream_getters: Option<&'s crate::summary::StreamGetters>,
     /// The class body being walked, with what its methods share.
     class: Option<(&'s ClassDef, &'s ClassInfo)>,
     /// Module globals bound to `threading.local()`.
@@ -269,7 +270,7 @@ impl<'s> Scope<'s> {
         };
         let Some((class, info)) = self.class else {
             return Role {
-                stream_getters: Some(self.stream_getters).filter(|g| !g.is_empty()),
+                stream_getters: self.stream_getters,
                 restores_stream: context_manager && restores_in_finally,
                 device_forbidden: self.workers.functions.get(&f.name).cloned(),
                 thread_locals: self.visible_thread_locals(),
@@ -304,7 +305,7 @@ impl<'s> Scope<'s> {
             enclosing_functions: Vec::new(),
             thread_locals: self.visible_thread_locals(),
             summarizing: false,
-            stream_getters: Some(self.stream_getters).filter(|g| !g.is_empty()),
+            stream_getters: self.stream_getters,
         }
     }
 }

@@ -157,7 +157,6 @@ impl ClassSummary {
                     orderings: Vec::new(),
                     returns: Vec::new(),
                     events_made: Vec::new(),
-                    returned_early: false,
                     after_early_return: None,
                     current_names: FxHashSet::default(),
                     method: MethodSummary::default(),
@@ -446,10 +445,8 @@ struct Scan<'a> {
     /// What each `return` of the method hands back, where it is a stream (see
     /// `MethodSummary::returns_stream`; attributes are checked against the class later).
     returns: Vec<Option<String>>,
-    /// A `return` on some path came before: what follows runs on some paths only.
-    returned_early: bool,
-    /// From the first `return` on some path on, what runs is under one more condition (that
-    /// the method went on): its id, like a branch's.
+    /// From the first `return` on some path on, what runs is on some paths only, under one more
+    /// condition (that the method went on): its id, like a branch's.
     after_early_return: Option<usize>,
     /// Local names bound to the current stream (`cur = torch.cuda.current_stream()`).
     current_names: FxHashSet<String>,
@@ -518,7 +515,6 @@ impl Scan<'_> {
             }
             Stmt::Return { value, .. } => {
                 if self.conditional > 0 {
-                    self.returned_early = true;
                     if self.after_early_return.is_none() {
                         self.branch_count += 1;
                         self.after_early_return = Some(self.branch_count);
@@ -826,7 +822,7 @@ impl Scan<'_> {
                 let forked = receiver.dotted().filter(|r| r.starts_with("self."));
                 match (forked, args.first()) {
                     (Some(stream), Some(arg)) if self.is_current_stream(arg) => {
-                        if self.conditional == 0 && !self.returned_early {
+                        if self.conditional == 0 && self.after_early_return.is_none() {
                             self.method.forks.insert(stream);
                         }
                     }

@@ -6,34 +6,15 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 use serde_json::Value;
-use streamlint_linter::{Config, Selection, Settings};
+use streamlint_linter::{parse_severity, Config, Selection, Settings};
 
 /// What the editor asks for (`initializationOptions`, `workspace/didChangeConfiguration`).
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 pub struct ClientSettings {
     pub select: Option<Vec<String>>,
     pub ignore: Option<Vec<String>>,
-    /// The least severity shown (replaces the file's `severity`).
-    pub severity: Option<Level>,
-}
-
-/// A severity as the editor spells it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Level {
-    Error,
-    Warning,
-    Info,
-}
-
-impl From<Level> for streamlint_rules::Severity {
-    fn from(level: Level) -> Self {
-        match level {
-            Level::Error => streamlint_rules::Severity::Error,
-            Level::Warning => streamlint_rules::Severity::Warning,
-            Level::Info => streamlint_rules::Severity::Info,
-        }
-    }
+    /// The least severity shown (`error`, `warning`, `info`; replaces the file's `severity`).
+    pub severity: Option<String>,
 }
 
 impl ClientSettings {
@@ -49,7 +30,14 @@ impl ClientSettings {
         if inner.is_null() {
             return Ok(ClientSettings::default());
         }
-        serde_json::from_value(inner).map_err(|e| format!("invalid streamlint settings: {e}"))
+        let settings: ClientSettings = serde_json::from_value(inner)
+            .map_err(|e| format!("invalid streamlint settings: {e}"))?;
+        match &settings.severity {
+            Some(level) if parse_severity(level).is_none() => Err(format!(
+                "invalid streamlint settings: `{level}` is not a severity: use error, warning or info"
+            )),
+            _ => Ok(settings),
+        }
     }
 
     /// Selectors that name no rule: most likely typos, which the user should hear about.
@@ -90,8 +78,8 @@ pub fn resolve(path: Option<&Path>, client: &ClientSettings) -> Resolved {
     if let Some(ignore) = &client.ignore {
         settings.selection.ignore = ignore.clone();
     }
-    if let Some(level) = client.severity {
-        settings.selection.min_severity = level.into();
+    if let Some(level) = client.severity.as_deref().and_then(parse_severity) {
+        settings.selection.min_severity = level;
     }
     Resolved {
         settings,
@@ -123,7 +111,7 @@ mod tests {
         );
         assert!(ClientSettings::from_json(json!({"select": "SL001"})).is_err());
         let errors = ClientSettings::from_json(json!({"severity": "error"})).unwrap();
-        assert_eq!(errors.severity, Some(Level::Error));
+        assert_eq!(errors.severity.as_deref(), Some("error"));
         assert!(ClientSettings::from_json(json!({"severity": "loud"})).is_err());
         let typo = ClientSettings::from_json(json!({"ignore": ["SL0O1"]})).unwrap();
         assert_eq!(typo.unknown_selectors(), ["SL0O1"]);
@@ -138,7 +126,7 @@ mod tests {
         let doc = dir.join("a.py");
         let client = ClientSettings {
             ignore: Some(vec!["SL003".into()]),
-            severity: Some(Level::Warning),
+            severity: Some("warning".into()),
             ..ClientSettings::default()
         };
         let good = resolve(Some(&doc), &client);

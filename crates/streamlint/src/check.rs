@@ -105,7 +105,7 @@ fn settings(args: &CheckArgs, anchor: &Path) -> Result<Settings, ConfigError> {
         settings.selection.ignore = args.ignore.clone();
     }
     if let Some(severity) = args.severity {
-        settings.selection.min_severity = severity.into();
+        settings.selection.min_severity = severity;
     }
     if args.no_respect_gitignore {
         settings.respect_gitignore = false;

@@ -83,8 +83,8 @@ struct CheckArgs {
     ignore: Vec<String>,
     /// Only report findings of this severity or higher: `error` leaves out the findings that
     /// rest on the contract at function boundaries (warnings) and the hints (info).
-    #[arg(long, value_enum, value_name = "LEVEL")]
-    severity: Option<SeverityArg>,
+    #[arg(long, value_name = "LEVEL", value_parser = severity_level)]
+    severity: Option<streamlint_rules::Severity>,
     /// Exit with 0 even when there are findings.
     #[arg(long)]
     exit_zero: bool,
@@ -105,21 +105,9 @@ struct CheckArgs {
 }
 
 /// A severity as `--severity` takes it.
-#[derive(clap::ValueEnum, Clone, Copy, Debug)]
-enum SeverityArg {
-    Error,
-    Warning,
-    Info,
-}
-
-impl From<SeverityArg> for streamlint_rules::Severity {
-    fn from(level: SeverityArg) -> Self {
-        match level {
-            SeverityArg::Error => streamlint_rules::Severity::Error,
-            SeverityArg::Warning => streamlint_rules::Severity::Warning,
-            SeverityArg::Info => streamlint_rules::Severity::Info,
-        }
-    }
+fn severity_level(text: &str) -> Result<streamlint_rules::Severity, String> {
+    streamlint_linter::parse_severity(text)
+        .ok_or_else(|| format!("`{text}` is not a severity: use error, warning or info"))
 }
 
 /// Run the command line `args` (including the program name) with `stdin` as the source for

@@ -248,9 +248,7 @@ impl<'a> Lowerer<'a> {
             },
             span,
         );
-        if !self.received_buffers.contains(&buffer) {
-            self.received_buffers.push(buffer);
-        }
+        self.received_buffers.insert(buffer);
         Value::Param(buffer)
     }
 

@@ -297,15 +297,22 @@ impl<'a> Lowerer<'a> {
     }
 }
 
+/// How a value is not a device tensor on a branch (see `absent_on_branch`).
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub(super) enum Absent {
+    None,
+    HostMemory,
+}
+
 /// What a test says is not a device tensor on one of its branches: `None` (`x is not None` on the
 /// branch not taken, `x is None` on the branch taken) or host memory (`x.is_cuda`,
 /// `x.device.type == "cuda"` on the branch not taken; `not x.is_cuda`, `x.device.type == "cpu"`
 /// on the branch taken). `text` is the test's source, which tells `==` from `!=`.
-pub(super) fn absent_on_branch(test: &Expr, taken: bool, text: &[u8]) -> Option<String> {
+pub(super) fn absent_on_branch(test: &Expr, taken: bool, text: &[u8]) -> Option<(String, Absent)> {
     if let Some((subject, on_device_if_true)) = residence_test(test, text) {
-        return (on_device_if_true != taken).then_some(subject);
+        return (on_device_if_true != taken).then_some((subject, Absent::HostMemory));
     }
-    none_on_branch(test, taken)
+    none_on_branch(test, taken).map(|subject| (subject, Absent::None))
 }
 
 /// `x.is_cuda` (true: on the device), `not x.is_cuda`, `x.device.type == "cuda"` / `!= "cpu"`

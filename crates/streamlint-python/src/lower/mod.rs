@@ -26,7 +26,7 @@ use streams::*;
 use tensors::*;
 use value::*;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -268,7 +268,7 @@ pub struct Lowerer<'a> {
     /// The buffers of the function's own parameters (see [`Body::arguments`]).
     param_buffers: Vec<BufferId>,
     /// The buffers of values code not seen returned (see [`Body::received`]).
-    received_buffers: Vec<BufferId>,
+    received_buffers: BTreeSet<BufferId>,
     /// Streams held by module globals, by module and name (see `named_stream`).
     global_streams: FxHashMap<(usize, String), StreamId>,
     /// Thread-local streams and the containers the threads share (see `per_thread`).
@@ -369,7 +369,7 @@ impl<'a> Lowerer<'a> {
             forwarded: None,
             inline_result: None,
             param_buffers: Vec::new(),
-            received_buffers: Vec::new(),
+            received_buffers: BTreeSet::new(),
             global_streams: FxHashMap::default(),
             per_thread: per_thread::PerThread::new(&role),
             captured_names: role.captured_names,

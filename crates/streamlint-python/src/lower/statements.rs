@@ -118,7 +118,7 @@ impl<'a> Lowerer<'a> {
                 let test_text = self.cx.text(test.span());
                 let first_op = self.b.body().ops.len();
                 self.branch(from);
-                self.absent_where_none(test, true, *span);
+                self.leave_out_absent_value(test, true, *span);
                 self.stmts(body);
                 // (A callee whose text is not at hand is lowered without words for its tests.)
                 if !test_text.is_empty() {
@@ -132,7 +132,7 @@ impl<'a> Lowerer<'a> {
                 let then_end = self.b.current();
                 let first_op = self.b.body().ops.len();
                 self.branch(from);
-                self.absent_where_none(test, false, *span);
+                self.leave_out_absent_value(test, false, *span);
                 self.stmts(orelse);
                 if !test_text.is_empty() {
                     self.b.conditional_from(first_op, || {
@@ -332,8 +332,6 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// The test of an `if`, `while` or `assert`: a tensor's truth is read on the host, which
-    /// waits for the current stream (`if torch.isnan(loss).any():`, `assert (a == b).all()`).
     /// Could `value` be a test of what a stream is (`s is not None`, `isinstance(s, ..)`,
     /// `current != s`)? Most assignments are not, and are not looked into further.
     fn may_test_streams(&self, value: &Expr) -> bool {
@@ -363,18 +361,11 @@ impl<'a> Lowerer<'a> {
     /// On the branch where a test says a value is `None` or host memory, the device tensor it
     /// held elsewhere is not there: its pending work and keep-alive needs are the other
     /// branch's.
-    fn absent_where_none(&mut self, test: &Expr, taken: bool, span: Span) {
+    fn leave_out_absent_value(&mut self, test: &Expr, taken: bool, span: Span) {
         let text = self.cx.text(test.span());
-        let Some(name) = flags::absent_on_branch(test, taken, text) else {
+        let Some((name, absent)) = flags::absent_on_branch(test, taken, text) else {
             return;
         };
-        let host = !matches!(
-            test,
-            Expr::Operator {
-                op: Operator::Is | Operator::IsNot,
-                ..
-            }
-        );
         let Some(value) = self.env.get(name.as_str()) else {
             return;
         };
@@ -382,11 +373,13 @@ impl<'a> Lowerer<'a> {
             self.b.push(OpKind::Absent { buffer }, span);
         }
         // A host value keeps its name (it is still read and written there, on the host).
-        if !host {
+        if absent == flags::Absent::None {
             self.env.insert(name.into(), Value::None);
         }
     }
 
+    /// The test of an `if`, `while` or `assert`: a tensor's truth is read on the host, which
+    /// waits for the current stream (`if torch.isnan(loss).any():`, `assert (a == b).all()`).
     pub(super) fn truth_test(&mut self, test: &Expr, span: Span) {
         let value = self.eval(test);
         if !value.local_tensors().is_empty() {
