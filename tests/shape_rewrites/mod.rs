@@ -561,7 +561,8 @@ const ORDERING_METHODS: &[&str] = &[
     "record",
 ];
 
-/// Every statement of the module that only calls an ordering method, with its indentation.
+/// Every statement of the module that only calls an ordering method, starting its own line (so
+/// that a condition can be put around it).
 pub fn ordering_statements<'a>(source: &str, module: &'a [Stmt]) -> Vec<&'a ast::StmtExpr> {
     #[derive(Default)]
     struct Found<'a> {
