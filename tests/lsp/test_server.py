@@ -162,3 +162,31 @@ async def test_editor_settings_apply_on_top(client: LanguageClient, tmp_path):
         types.DidChangeConfigurationParams(settings={"streamlint": {}})
     )
     assert [d.code for d in await published(client, uri)] == ["SL001"]
+
+
+@pytest.mark.asyncio
+async def test_helpers_of_a_module_without_stream_code_count_as_in_a_run(
+    client: LanguageClient, tmp_path
+):
+    # The caller runs helpers from a module with no stream code of its own inside a side-stream
+    # block: the editor indexes that module as `check` does, and finds the same two hazards.
+    case = REPO / "fixtures/python/SL003/bad_plain_helper_module_called_inside_side_block"
+    for name in ("block.py", "mixing.py"):
+        (tmp_path / name).write_text((case / name).read_text())
+    path = tmp_path / "block.py"
+    text = path.read_text()
+    client.text_document_did_open(
+        types.DidOpenTextDocumentParams(
+            text_document=types.TextDocumentItem(
+                uri=path.as_uri(), language_id="python", version=1, text=text
+            )
+        )
+    )
+    diagnostics = await published(client, path.as_uri())
+    expected = [
+        (i, code.strip())
+        for i, line in enumerate(text.splitlines())
+        if "# streamlint-expect:" in line
+        for code in line.split("# streamlint-expect:")[1].split(",")
+    ]
+    assert sorted((d.range.start.line, d.code) for d in diagnostics) == sorted(expected)

@@ -204,6 +204,9 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         })
         .collect();
     let mut crate_structs = CrateTypes::default();
+    // Python files with no stream code of their own, which the checked files may import
+    // helpers from.
+    let mut without_stream_code = Vec::new();
     for indexed in indexed {
         match indexed {
             Indexed::RustToCheck(path, structs) => {
@@ -214,13 +217,23 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                 modules.push(index);
                 to_check.push((path, Some(modules.len() - 1)));
             }
-            Indexed::Done(r) => reports.push(r),
+            Indexed::Done(r) => {
+                if r.findings.is_empty() && Language::of(&r.path) == Some(Language::Python) {
+                    without_stream_code.push(r.path.clone());
+                }
+                reports.push(r);
+            }
             Indexed::Package(path) => {
                 packages.push((module_name(&path), path.clone()));
                 reports.push(report(&path, String::new(), Vec::new()));
             }
         }
     }
+    modules.extend(imported_helper_modules(
+        &modules,
+        &without_stream_code,
+        settings,
+    ));
     let project = Project::new(modules, packages, &settings.api, &settings.python_prefilter);
     // Read again; a file changed since (now unreadable, say) is reported as it is now.
     let check =
@@ -318,6 +331,68 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
             .map(|(t, _, decided)| decided_report(&t.path, t.source, decided)),
     );
     reports
+}
+
+/// The modules among `candidates` (files with no stream code) that the checked `modules`
+/// import, indexed: a helper such a file defines (`from .ops import scale`, `scale(x)` inside a
+/// side-stream block) is lowered in place at its calls as a helper of the same file would be.
+/// Their own code is not checked: it has no stream code.
+fn imported_helper_modules(
+    modules: &[Arc<ModuleIndex>],
+    candidates: &[PathBuf],
+    settings: &Settings,
+) -> Vec<Arc<ModuleIndex>> {
+    if candidates.is_empty() || modules.is_empty() {
+        return Vec::new();
+    }
+    let imported = ImportedModules::of(modules.iter().map(|m| m.as_ref()));
+    candidates
+        .par_iter()
+        .with_max_len(INDEX_PIECE)
+        .filter_map(|path| {
+            let name = module_name(path);
+            if !imported.names(&name) {
+                return None;
+            }
+            let Loaded::Text(t) = load(path, settings, true) else {
+                return None;
+            };
+            Some(Arc::new(helper_module(name, &t.source, settings)))
+        })
+        .collect()
+}
+
+/// The index of a module kept only for the helpers other modules call from it.
+pub(crate) fn helper_module(name: String, source: &str, settings: &Settings) -> ModuleIndex {
+    ModuleIndex::of_helpers(name, source, &settings.api, &settings.python_prefilter)
+}
+
+/// The modules that checked modules call functions of by a bare imported name.
+pub(crate) struct ImportedModules<'m>(rustc_hash::FxHashSet<&'m str>);
+
+impl<'m> ImportedModules<'m> {
+    pub(crate) fn of(modules: impl Iterator<Item = &'m ModuleIndex>) -> Self {
+        ImportedModules(
+            modules
+                .flat_map(|m| m.modules_of_called_imports())
+                .collect(),
+        )
+    }
+
+    /// Is the module of dotted name `name` one of them? A module is known by its dotted
+    /// suffixes (`src.pkg.ops` as `pkg.ops`, `ops`).
+    pub(crate) fn names(&self, name: &str) -> bool {
+        let mut rest = name;
+        loop {
+            if self.0.contains(rest) {
+                return true;
+            }
+            match rest.split_once('.') {
+                Some((_, tail)) => rest = tail,
+                None => return false,
+            }
+        }
+    }
 }
 
 /// Lower the Rust files of `to_check` at the places `rust` with the crate's types, and gather

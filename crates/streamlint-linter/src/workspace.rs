@@ -15,6 +15,7 @@ use streamlint_graph::Deadline;
 use streamlint_python::{module_name, ModuleIndex, Names, Project};
 use streamlint_rules::Finding;
 
+use crate::run::{helper_module, ImportedModules};
 use crate::run::{load, lower_in_project, Loaded};
 use crate::rust_crate::RustFiles;
 use crate::{check_source, discover, judge, worth_parsing, Language, Settings};
@@ -86,7 +87,56 @@ impl Workspace {
             })
             .collect();
         workspace.files.extend(entries);
+        // Files with no stream code that the modules call helpers of, as a run indexes them.
+        let imported = ImportedModules::of(workspace.modules());
+        let helpers: Vec<(PathBuf, Entry)> = found
+            .par_iter()
+            .filter(|p| Language::of(p) == Some(Language::Python))
+            .filter(|p| !workspace.files.contains_key(p.as_path()))
+            .filter_map(|path| {
+                let entry = workspace.helper_from_disk(path, &imported, settings)?;
+                Some((path.clone(), entry))
+            })
+            .collect();
+        workspace.files.extend(helpers);
         workspace
+    }
+
+    /// The modules with stream code the project holds.
+    fn modules(&self) -> impl Iterator<Item = &ModuleIndex> {
+        self.files.values().filter_map(|e| match &e.slot {
+            Slot::Module(m) if !m.helpers_only() => Some(m.as_ref()),
+            _ => None,
+        })
+    }
+
+    /// The entry of the file at `path`, which has no stream code, if the project's modules call
+    /// helpers of it.
+    fn helper_from_disk(
+        &self,
+        path: &Path,
+        imported: &ImportedModules,
+        settings: &Settings,
+    ) -> Option<Entry> {
+        if !imported.names(&self.module_name(path)) {
+            return None;
+        }
+        match load(path, settings, true) {
+            Loaded::Text(t) => Some(self.helper_entry(path, &t.source, settings)),
+            _ => None,
+        }
+    }
+
+    /// The entry of a file with no stream code kept for the helpers other modules call.
+    fn helper_entry(&self, path: &Path, text: &str, settings: &Settings) -> Entry {
+        Entry {
+            slot: Slot::Module(Arc::new(helper_module(
+                self.module_name(path),
+                text,
+                settings,
+            ))),
+            text: text_digest(text),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -125,7 +175,14 @@ impl Workspace {
             });
         }
         let is_init = path.file_name().is_some_and(|n| n == "__init__.py");
-        is_init.then(|| self.package_entry(path, Some(text)))
+        if is_init {
+            return Some(self.package_entry(path, Some(text)));
+        }
+        // A module the project's modules call helpers of (see `Workspace::scan`).
+        let imported = ImportedModules::of(self.modules());
+        imported
+            .names(&self.module_name(path))
+            .then(|| self.helper_entry(path, text, settings))
     }
 
     /// Index the file at `path` again, from `text` (an open document's) or, with `None`, from
@@ -152,7 +209,9 @@ impl Workspace {
             None => match load(path, settings, false) {
                 Loaded::Text(t) => self.entry(path, &t.source, settings),
                 Loaded::Package(_) => Some(self.package_entry(path, None)),
-                Loaded::Done(_) => None,
+                Loaded::Done(_) => {
+                    self.helper_from_disk(path, &ImportedModules::of(self.modules()), settings)
+                }
             },
         };
         let interface = |e: Option<&Entry>| match e.map(|e| &e.slot) {
@@ -305,5 +364,42 @@ impl Workspace {
             .chain(others.into_iter().map(|(_, m)| m))
             .collect();
         Project::new(modules, packages, &settings.api, &settings.python_prefilter)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A caller of helpers from a module with no stream code gets the same findings from the
+    /// editor's project as from a run over the folder.
+    #[test]
+    fn helpers_of_modules_without_stream_code_are_seen_as_in_a_run() {
+        let case = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fixtures/python/SL003/bad_plain_helper_module_called_inside_side_block");
+        let root = std::env::temp_dir().join(format!("streamlint-ws-{}", std::process::id()));
+        std::fs::create_dir_all(&root).unwrap();
+        for name in ["block.py", "mixing.py"] {
+            std::fs::copy(case.join(name), root.join(name)).unwrap();
+        }
+        let settings = Settings::default();
+        let block = root.join("block.py");
+        let source = std::fs::read_to_string(&block).unwrap();
+        let workspace = Workspace::scan(&root, &settings);
+        let in_editor: Vec<(u32, String)> = workspace
+            .check(&block, &source, &settings)
+            .iter()
+            .map(|f| (f.span.start, f.code.to_string()))
+            .collect();
+        let in_run: Vec<(u32, String)> =
+            crate::run::check_run(&discover(&[root.clone()], &settings).files, &settings)
+                .into_iter()
+                .filter(|r| r.path.ends_with("block.py"))
+                .flat_map(|r| r.findings)
+                .map(|f| (f.span.start, f.code.to_string()))
+                .collect();
+        std::fs::remove_dir_all(&root).unwrap();
+        assert_eq!(in_run.len(), 2, "{in_run:?}");
+        assert_eq!(in_editor, in_run);
     }
 }

@@ -132,6 +132,11 @@ impl Imports {
         self.bound.contains_key(name)
     }
 
+    /// Each name an import binds, with the qualified name it binds it to.
+    pub fn bindings(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.bound.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
     /// What every import names: the qualified names bound, and the modules of star imports.
     pub fn targets(&self) -> impl Iterator<Item = &str> {
         self.bound.values().chain(&self.stars).map(String::as_str)

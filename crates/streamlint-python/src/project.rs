@@ -36,6 +36,8 @@ struct Candidate {
 /// (the text of its small and stream functions, not the whole text or tree).
 pub struct ModuleIndex {
     /// Dotted module name (`pkg.sub.mod`; a package's `__init__.py` is `pkg.sub`).
+    /// Indexed only for the helpers checked modules call from it (see [`Self::of_helpers`]).
+    helpers_only: bool,
     pub name: String,
     pub imports: Imports,
     /// Every function defined at the top level of the module.
@@ -72,6 +74,33 @@ pub struct ModuleIndex {
 impl ModuleIndex {
     /// Index a module; `path_name` is the dotted name its path gives.
     pub fn new(path_name: String, source: &str, api: &ApiModel, prefilter: &Prefilter) -> Self {
+        Self::build(path_name, source, api, prefilter, true)
+    }
+
+    /// Index a module with no stream code of its own, which checked modules import helpers
+    /// from: only what lowering its functions at their calls needs (its name, imports and
+    /// functions), since the module itself is not checked.
+    pub fn of_helpers(
+        path_name: String,
+        source: &str,
+        api: &ApiModel,
+        prefilter: &Prefilter,
+    ) -> Self {
+        Self::build(path_name, source, api, prefilter, false)
+    }
+
+    /// Was the module indexed only for the helpers other modules call from it?
+    pub fn helpers_only(&self) -> bool {
+        self.helpers_only
+    }
+
+    fn build(
+        path_name: String,
+        source: &str,
+        api: &ApiModel,
+        prefilter: &Prefilter,
+        checked: bool,
+    ) -> Self {
         let (name, package) = match package_of_init(&path_name) {
             // In a package's `__init__.py`, relative imports start from the package itself.
             Some(package) => (package.to_string(), package.to_string()),
@@ -136,13 +165,22 @@ impl ModuleIndex {
             })
             .collect();
         ModuleIndex {
+            helpers_only: !checked,
             name,
             imports,
             defined: outline.defs.into_iter().map(|(n, ..)| n).collect(),
             functions,
             globals: outline.globals.into_iter().collect(),
-            inert: inert_blocks(source, &outline.blocks, &marks),
-            called: called_names(source.as_bytes()),
+            inert: if checked {
+                inert_blocks(source, &outline.blocks, &marks)
+            } else {
+                Vec::new()
+            },
+            called: if checked {
+                called_names(source.as_bytes())
+            } else {
+                Vec::new()
+            },
             blocks: outline
                 .blocks
                 .iter()
@@ -250,6 +288,23 @@ impl ModuleIndex {
         let first = self.called.partition_point(|c| c.digest < digest);
         let end = first + self.called[first..].partition_point(|c| c.digest == digest);
         &self.called[first..end]
+    }
+
+    /// The modules whose functions this module imports by name and calls where it is lowered
+    /// (`from .ops import scale` then `scale(x)` in a function with stream code: `pkg.ops`),
+    /// and those it star-imports: where its helpers may be.
+    pub fn modules_of_called_imports(&self) -> Vec<&str> {
+        let inert = |at: u32| self.inert.iter().any(|&(s, e)| (s..e).contains(&at));
+        let called = self.imports.bindings().filter_map(|(local, qualified)| {
+            let bare_call = self
+                .calls_of_digest(name_digest(local.as_bytes()))
+                .iter()
+                .any(|c| c.bare && !inert(c.paren));
+            bare_call.then(|| qualified.rsplit_once('.').map(|(m, _)| m))?
+        });
+        called
+            .chain(self.imports.star_modules().iter().map(String::as_str))
+            .collect()
     }
 
     /// Is the top-level function `name` defined at offset `at` one that may be lowered in
