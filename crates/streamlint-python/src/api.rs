@@ -367,6 +367,27 @@ pub const VIEW_METHODS: &[&str] = &[
     "untyped_storage",
 ];
 
+/// Attributes of a tensor that are not tensors: read on an argument, they say nothing of
+/// whether it holds tensors.
+pub const TENSOR_PROPERTIES: &[&str] = &[
+    "shape",
+    "dtype",
+    "device",
+    "is_cuda",
+    "is_cpu",
+    "is_meta",
+    "ndim",
+    "requires_grad",
+    "grad_fn",
+    "is_leaf",
+    "layout",
+    "names",
+    "itemsize",
+    "nbytes",
+    "is_sparse",
+    "is_quantized",
+];
+
 /// Methods that only read metadata: no device access.
 pub const METADATA_METHODS: &[&str] = &[
     "size",
@@ -609,6 +630,14 @@ impl ApiModel {
     }
 
     /// Classify a call by the qualified name of its callee.
+    /// Is `qualified` a `torch` function that makes no tensor and keeps nothing it is given
+    /// (`torch.device(..)`, `torch.finfo(dtype)`)? Its result is not a value of the contract.
+    pub fn makes_no_tensor(qualified: &str) -> bool {
+        qualified
+            .strip_prefix("torch.")
+            .is_some_and(|rest| NON_TENSOR_FUNCTIONS.contains(&rest))
+    }
+
     pub fn classify(&self, qualified: &str) -> Option<ApiCall> {
         let last = qualified.rsplit('.').next().unwrap_or(qualified);
         if self.stream_factories.contains(qualified) {

@@ -152,6 +152,9 @@ pub struct Role<'a> {
     /// For a closure: the functions its enclosing functions define (its siblings, at every
     /// level out), which it calls by name as helpers.
     pub enclosing_functions: Vec<&'a FunctionDef>,
+    /// For a method (or a closure inside one): the methods of its class, which `self.m(..)`
+    /// calls lower in place as calls of the module's helpers are.
+    pub own_methods: Vec<&'a FunctionDef>,
     /// Objects bound to `threading.local()` the function sees (module globals, attributes of
     /// its class, its enclosing functions' locals): a stream kept on one is each thread's own,
     /// so the code that uses it runs on several threads at once.

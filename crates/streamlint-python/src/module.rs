@@ -36,8 +36,13 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
         crate::summary::stream_getters(classes.values().map(|i| (i.name.as_str(), &i.summary)));
     let getters = Some(&stream_getters).filter(|g| !g.is_empty());
     if getters.is_some() {
+        let unordered = crate::summary::unordered_holders(
+            classes.values().map(|i| (i.name.as_str(), &i.summary)),
+            &stream_getters,
+        );
         for info in classes.values_mut() {
-            info.summary.resolve_held_streams(&stream_getters);
+            info.summary
+                .resolve_held_streams(&stream_getters, &unordered);
         }
     }
     let stream_function_calls = cx.project.stream_function_calls(cx.module);
@@ -167,6 +172,7 @@ impl<'s> Scope<'s> {
                         thread_locals.extend(thread_local_objects(&f.body, self.cx.imports, ""));
                         Role {
                             class: self.class.map(|(_, info)| &info.summary),
+                            own_methods: self.class.map_or_else(Vec::new, |(c, _)| methods_of(c)),
                             captured_lists: list_literals(&f.body),
                             captured_names: bound_names(f),
                             enclosing_functions,
@@ -303,6 +309,7 @@ impl<'s> Scope<'s> {
             captured_lists: Vec::new(),
             captured_names: Vec::new(),
             enclosing_functions: Vec::new(),
+            own_methods: methods_of(class),
             thread_locals: self.visible_thread_locals(),
             summarizing: false,
             stream_getters: self.stream_getters,
@@ -704,4 +711,16 @@ impl<'a> Project<'a> {
         };
         lower_module(cx, stmts)
     }
+}
+
+/// The methods a class defines in its body.
+fn methods_of(class: &ClassDef) -> Vec<&FunctionDef> {
+    class
+        .body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::Def(f) => Some(f),
+            _ => None,
+        })
+        .collect()
 }

@@ -127,9 +127,12 @@ impl OrderScan<'_> {
                         continue;
                     };
                     // `self.s = ...` binds it: to a new stream, or to one that may be another's.
-                    // `self.s = None` until it is made on first use binds no stream.
+                    // `self.s = None` until it is made on first use binds no stream. A stream a
+                    // new object of the module hands out (`SideStream().get()`) is judged where
+                    // the module's classes are known (`ClassSummary::resolve_held_streams`).
                     let kept = matches!(value, Expr::Constant { .. })
-                        || call_kind(self.api, self.imports, value) == Some(ApiCall::StreamFactory);
+                        || call_kind(self.api, self.imports, value) == Some(ApiCall::StreamFactory)
+                        || crate::summary::method_of_new_object(value).is_some();
                     if matches!(t, Expr::Attribute { .. }) && !kept {
                         self.out.insert(attr.clone());
                     }

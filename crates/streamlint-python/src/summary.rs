@@ -74,6 +74,12 @@ pub struct MethodSummary {
     /// Positions (after `self`) of the arguments whose host memory the method writes
     /// (`buf.np[i] = v` on a host/device pair it is given).
     pub writes_host_of: Vec<usize>,
+    /// Positions (after `self`) of the tensor arguments the method only asks for their size,
+    /// shape or device (`def _num_bytes(t): return t.numel() * t.element_size()`): it does not
+    /// read their memory.
+    pub sizes_only: Vec<usize>,
+    /// The method is a `@property`: read as an attribute (`self.compute_stream`).
+    pub is_property: bool,
     /// Host attributes the method fills with a non-blocking copy from the device
     /// (`self.ids_cpu.copy_(ids, non_blocking=True)`, `self.out = t.to("cpu", non_blocking=True)`),
     /// with the stream the copy runs on (empty: the caller's current stream) and where: the host
@@ -129,6 +135,12 @@ pub struct ClassSummary {
     /// The stream attributes some method may make wait for other work (see
     /// `ordered_streams`); computed for classes that make streams of their own.
     pub may_be_ordered: FxHashSet<String>,
+    /// The attributes (`self.step`) some method other than the constructor assigns: the others
+    /// are settings that no call of the object changes while a method runs.
+    pub reassigned: FxHashSet<String>,
+    /// The stream attributes that only the class's stream getters hand on (no other method
+    /// orders them).
+    pub getters_only_hand_out: FxHashSet<String>,
 }
 
 impl ClassSummary {
@@ -172,6 +184,11 @@ impl ClassSummary {
                 };
                 scan.method.keeps_arguments = keeps_arguments(f);
                 scan.method.writes_host_of = writes_host_of(f);
+                scan.method.sizes_only = sizes_only(f);
+                scan.method.is_property = f
+                    .decorators
+                    .iter()
+                    .any(|d| d.dotted().as_deref() == Some("property"));
                 for (attr, kind) in &scan.method.assigns {
                     let known = summary.attrs.get(attr);
                     let stronger = matches!(
@@ -190,14 +207,23 @@ impl ClassSummary {
                 summary.methods.insert(f.name.clone(), scan.method);
             }
         }
+        summary.reassigned = reassigned_attributes(body);
         summary.resolve_event_syncs(&recorded_on_every_path);
         summary.events_recorded_on_every_path = recorded_on_every_path.into_keys().collect();
         summary.event_streams = recorded_on;
         // A method returns a stream of the object only where the attribute holds one.
         let attrs = &summary.attrs;
+        // Attributes bound to a stream a class of the module hands out are known as streams
+        // only once every class is summarized (`resolve_held_streams`).
+        let held_streams: FxHashSet<String> = summary
+            .methods
+            .values()
+            .flat_map(|m| m.held_streams.iter().map(|(attr, ..)| attr.clone()))
+            .collect();
         for m in summary.methods.values_mut() {
             let held = |a: &String| {
                 a.is_empty()
+                    || held_streams.contains(a)
                     || matches!(
                         attrs.get(a),
                         Some(AttrKind::Stream | AttrKind::AmbientStream)
@@ -207,24 +233,60 @@ impl ClassSummary {
                 m.returns_stream = None;
             }
         }
+        // Streams held from a class of the module that makes them count too: they are the
+        // object's own once resolved (see `resolve_held_streams`).
+        let held = summary.methods.values().flat_map(|m| &m.held_streams);
         let own: FxHashSet<&str> = summary
             .attrs
             .iter()
             .filter(|(_, kind)| **kind == AttrKind::Stream)
-            .filter_map(|(attr, _)| attr.strip_prefix("self."))
+            .map(|(attr, _)| attr)
+            .chain(held.map(|(attr, ..)| attr))
+            .filter_map(|attr| attr.strip_prefix("self."))
             .collect();
         let mut may_be_ordered = FxHashSet::default();
+        let mut ordered_by_getters = FxHashSet::default();
         if !own.is_empty() {
             for stmt in body {
                 if let Stmt::Def(f) = stmt {
                     let ordered =
                         crate::ordered_streams::streams_it_may_order(f, api, imports, &own);
-                    may_be_ordered.extend(ordered);
+                    let getter = summary
+                        .methods
+                        .get(&f.name)
+                        .is_some_and(|m| m.returns_stream.is_some());
+                    if getter {
+                        ordered_by_getters.extend(ordered);
+                    } else {
+                        may_be_ordered.extend(ordered);
+                    }
                 }
             }
         }
+        // What only a getter hands out is ordered by whoever takes it (see
+        // `hands_out_unordered_stream`).
+        summary.getters_only_hand_out = ordered_by_getters
+            .difference(&may_be_ordered)
+            .cloned()
+            .collect();
+        may_be_ordered.extend(ordered_by_getters);
         summary.may_be_ordered = may_be_ordered;
         summary
+    }
+
+    /// Does the getter `method` hand out a stream the object makes for itself and that nothing
+    /// else in the class orders, so that only the code that takes it can order it?
+    pub fn hands_out_unordered_stream(&self, method: &str) -> bool {
+        let Some(attr) = self
+            .methods
+            .get(method)
+            .and_then(|m| m.returns_stream.as_ref())
+        else {
+            return false;
+        };
+        self.attrs.get(attr) == Some(&AttrKind::Stream)
+            && self.getters_only_hand_out.contains(attr)
+            && !self.methods.values().any(|m| m.syncs_device)
     }
 
     /// Is `attr` a stream the object makes for itself (and binds to nothing else) that none of
@@ -348,6 +410,25 @@ impl ClassSummary {
 /// return self._s`), by class name, with those methods: `SideStream().get()` makes a stream.
 pub type StreamGetters = FxHashMap<String, FxHashSet<String>>;
 
+/// Of the classes in [`StreamGetters`], those that never order the stream they hand out (see
+/// `ClassSummary::unordered_own_stream`): a holder of it orders it only by its own methods.
+pub type UnorderedHolders = FxHashSet<String>;
+
+/// The classes of `classes` whose every getter hands out a stream the class never orders.
+pub fn unordered_holders<'c>(
+    classes: impl Iterator<Item = (&'c str, &'c ClassSummary)>,
+    getters: &StreamGetters,
+) -> UnorderedHolders {
+    classes
+        .filter(|(name, class)| {
+            getters
+                .get(*name)
+                .is_some_and(|methods| methods.iter().all(|m| class.hands_out_unordered_stream(m)))
+        })
+        .map(|(name, _)| name.to_string())
+        .collect()
+}
+
 /// The stream getters of a module's classes, from their summaries.
 pub fn stream_getters<'c>(
     classes: impl Iterator<Item = (&'c str, &'c ClassSummary)>,
@@ -374,18 +455,21 @@ pub fn stream_getters<'c>(
 impl ClassSummary {
     /// Attributes bound to a stream an object of the module hands out (`self.side =
     /// SideStream().get()`) are streams of this object.
-    pub fn resolve_held_streams(&mut self, getters: &StreamGetters) {
-        let held: Vec<String> = self
+    /// A stream from a holder that itself may order it stays one someone else may order (see
+    /// `unordered_own_stream`); one from a holder that never does is ordered only where this
+    /// class's methods order it (computed with the class's own streams, `may_be_ordered`).
+    pub fn resolve_held_streams(&mut self, getters: &StreamGetters, unordered: &UnorderedHolders) {
+        let held: Vec<(String, bool)> = self
             .methods
             .values()
             .flat_map(|m| &m.held_streams)
             .filter(|(_, class, method)| getters.get(class).is_some_and(|g| g.contains(method)))
-            .map(|(attr, ..)| attr.clone())
+            .map(|(attr, class, _)| (attr.clone(), unordered.contains(class)))
             .collect();
-        for attr in held {
-            // Whether the holder's other methods order it is not read here: it is not judged
-            // as a stream nothing orders (see `unordered_own_stream`).
-            self.may_be_ordered.insert(attr.clone());
+        for (attr, holder_never_orders) in held {
+            if !holder_never_orders {
+                self.may_be_ordered.insert(attr.clone());
+            }
             self.attrs.insert(attr, AttrKind::Stream);
         }
     }
@@ -1052,4 +1136,74 @@ fn keeps_arguments(f: &FunctionDef) -> bool {
         },
         _ => false,
     })
+}
+
+/// The attributes of `self` that the class's methods other than `__init__` assign, augment or
+/// delete, also in their nested functions and by tuple unpacking.
+fn reassigned_attributes(class_body: &[Stmt]) -> FxHashSet<String> {
+    fn targets(e: &Expr, out: &mut FxHashSet<String>) {
+        match e {
+            Expr::Collection { elts, .. } => elts.iter().for_each(|t| targets(t, out)),
+            Expr::Starred { value, .. } => targets(value, out),
+            _ => out.extend(e.dotted().filter(|d| d.starts_with("self."))),
+        }
+    }
+    fn walk(stmts: &[Stmt], out: &mut FxHashSet<String>) {
+        for s in stmts {
+            match s {
+                Stmt::Assign { targets: ts, .. } | Stmt::Delete { targets: ts, .. } => {
+                    ts.iter().for_each(|t| targets(t, out))
+                }
+                Stmt::For { target, .. } => targets(target, out),
+                Stmt::Def(f) => walk(&f.body, out),
+                _ => {}
+            }
+            s.blocks().into_iter().for_each(|b| walk(b, out));
+        }
+    }
+    let mut out = FxHashSet::default();
+    for s in class_body {
+        if let Stmt::Def(f) = s {
+            if f.name != "__init__" {
+                walk(&f.body, &mut out);
+            }
+        }
+    }
+    out
+}
+
+/// The positions (after `self`, for a method that takes one) of the parameters `f` uses only
+/// through a tensor's metadata (`t.numel()`, `t.shape`, `t.device`).
+fn sizes_only(f: &FunctionDef) -> Vec<usize> {
+    use crate::api::{METADATA_METHODS, TENSOR_PROPERTIES};
+    let is_static = f.decorators.iter().any(crate::lower::is_staticmethod);
+    let receiver = usize::from(!is_static);
+    let mut uses: FxHashMap<String, (usize, usize)> = FxHashMap::default();
+    let mut opaque = false;
+    crate::syntax::visit_statement_exprs(&f.body, true, &mut |e, _| {
+        crate::syntax::visit_exprs(e, &mut |e| match e {
+            Expr::Name { id, .. } => uses.entry(id.clone()).or_default().0 += 1,
+            Expr::Attribute { value, attr, .. } => {
+                let metadata = METADATA_METHODS.contains(&attr.as_str())
+                    || TENSOR_PROPERTIES.contains(&attr.as_str());
+                if let (true, Expr::Name { id, .. }) = (metadata, value.as_ref()) {
+                    uses.entry(id.clone()).or_default().1 += 1;
+                }
+            }
+            // A lambda's body is not visited: its uses are not counted.
+            Expr::Lambda { .. } => opaque = true,
+            _ => {}
+        })
+    });
+    if opaque {
+        return Vec::new();
+    }
+    f.params
+        .iter()
+        .enumerate()
+        .skip(receiver)
+        .filter(|(_, p)| !p.variadic)
+        .filter(|(_, p)| uses.get(&p.name).is_some_and(|(all, meta)| all == meta))
+        .map(|(i, _)| i - receiver)
+        .collect()
 }

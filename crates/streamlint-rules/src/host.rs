@@ -92,7 +92,7 @@ impl Rule for UnsynchronizedHostAccess {
             }],
             help: Some(help),
         };
-        cx.name_the_skipping_test(&mut finding, |k| {
+        cx.name_the_skipping_test(&mut finding, access, |k| {
             matches!(
                 k,
                 OpKind::SyncStream { .. } | OpKind::SyncEvent { .. } | OpKind::SyncDevice

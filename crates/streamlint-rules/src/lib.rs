@@ -118,13 +118,19 @@ pub enum AtTheCall {
 
 impl<'b> Context<'b> {
     /// A finding that an ordering of the body would have prevented, had it run on this path
-    /// (one `wanted` picks out): say under which test it does not run, at the ordering too.
-    fn name_the_skipping_test(&self, finding: &mut Finding, wanted: impl Fn(&OpKind) -> bool) {
+    /// (one `wanted` picks out, placed after `after`: one before the work it would order orders
+    /// nothing of it): say under which test it does not run, at the ordering too.
+    fn name_the_skipping_test(
+        &self,
+        finding: &mut Finding,
+        after: OpId,
+        wanted: impl Fn(&OpKind) -> bool,
+    ) {
         let Some((op, when)) = self
             .body
             .conditional
             .iter()
-            .find(|(op, _)| wanted(&self.body.op(*op).kind))
+            .find(|(op, _)| *op > after && wanted(&self.body.op(*op).kind))
         else {
             return;
         };

@@ -272,7 +272,7 @@ impl MissingRecordStream {
             // Not left to the callers, even where they are judged with this function in place:
             // what a caller passes often comes from code the analysis does not follow (a data
             // loader's batch), whose release it does not judge.
-            cx.name_the_skipping_test(&mut finding, covers);
+            cx.name_the_skipping_test(&mut finding, last_use, covers);
             cx.report_once(buffer, finding);
             return;
         }
@@ -318,7 +318,7 @@ impl MissingRecordStream {
         if uncovered.iter().all(|&(s, _)| s == cx.body.ambient) {
             cx.relies_on_discipline(primary, "SL001", alloc);
         }
-        cx.name_the_skipping_test(&mut finding, covers);
+        cx.name_the_skipping_test(&mut finding, last_use, covers);
         cx.report_once(buffer, finding);
     }
 

@@ -143,7 +143,11 @@ impl MissingStreamWait {
         // by anyone else (it was created here) or when this body orders the consumer itself.
         // A wait on a stream the caller passes (`copy_stream.wait_stream(main_stream)`) may be
         // on the caller's current stream itself: callers hand their main stream in by name.
+        // A value code not seen returned inside another stream's block arrived there, during
+        // this body: no caller can have ordered anything after it.
+        let arrived_here = cx.body.received.contains(&buffer) && b.alloc_stream != cx.body.ambient;
         if b.how == Production::Entry
+            && !arrived_here
             && (!self.owns_ordering(cx, consumer)
                 || Self::waits_on_passed_stream(cx.body, consumer))
         {
@@ -292,7 +296,7 @@ impl MissingStreamWait {
             labels,
             help: Some(wait_help(cx, &race, at)),
         };
-        cx.name_the_skipping_test(&mut finding, |k| match *k {
+        cx.name_the_skipping_test(&mut finding, access, |k| match *k {
             OpKind::WaitStream { waiter, waitee } => waiter == consumer && waitee == producer,
             OpKind::WaitEvent { stream, .. } => stream == consumer,
             OpKind::SyncStream { stream } => stream == producer,

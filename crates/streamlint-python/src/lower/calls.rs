@@ -47,6 +47,20 @@ impl<'a> Lowerer<'a> {
         {
             return self.eval(&call);
         }
+        // `torch.device(f"cuda:{i}")`: no tensor comes of it.
+        let local_root = root.is_some_and(|r| self.env.contains_key(r) || r == "self");
+        let qualified = (!local_root)
+            .then(|| self.cx.imports.qualify(func))
+            .flatten();
+        if qualified.is_some_and(|q| crate::ApiModel::makes_no_tensor(&q)) {
+            self.eval_args(args, keywords);
+            return Value::Unknown;
+        }
+        // A method of the object's own class, as a helper of the module would be: small, or
+        // called inside a side-stream block (others apply the class's summary below).
+        if let Some(method) = self.own_method(func).filter(|&m| self.lowered_in_place(m)) {
+            return self.inline_call(method, args, keywords, span);
+        }
         // A function of the project: lowered in place, or applied through its summary.
         let callee = self.project_callee(func);
         if let Some(callee) =
@@ -171,12 +185,13 @@ impl<'a> Lowerer<'a> {
             }
             return self.received_from_unseen_code(span);
         }
-        // Device inputs are read on the current stream; what such a callee does with host
-        // tensors (keep them, hand them on) is not known to read them.
+        // Device inputs are read on the current stream. A module computes on what it is given,
+        // on the host for host tensors (`expert(x.to("cpu", non_blocking=True))`); what a
+        // helper does with host tensors (keep them, hand them on) is not known to read them.
         let inputs: Vec<BufferId> = self
             .tensor_buffers(&vals)
             .into_iter()
-            .filter(|b| !self.on_host(*b))
+            .filter(|b| callee == Callee::Module || !self.on_host(*b))
             .collect();
         if inputs.is_empty() {
             return Value::Unknown;
@@ -195,7 +210,7 @@ impl<'a> Lowerer<'a> {
         }
         self.read_all(&inputs, span);
         let name = self.value_name("result");
-        let how = if callee == Callee::Module {
+        let how = if matches!(callee, Callee::Module | Callee::Keeping) {
             Production::Module
         } else {
             Production::Call
@@ -249,6 +264,15 @@ impl<'a> Lowerer<'a> {
             span,
         );
         self.received_buffers.insert(buffer);
+        let bound_to_a_tensor = self.binding_value == Some(span)
+            && !self.inlining()
+            && self
+                .binding
+                .as_ref()
+                .is_some_and(|n| self.tensor_locals.contains(n));
+        if bound_to_a_tensor {
+            self.confirmed.insert(buffer);
+        }
         Value::Param(buffer)
     }
 
@@ -342,7 +366,21 @@ impl<'a> Lowerer<'a> {
             }
         }
         self.pair_effects_of_method(summary, &vals, args.len(), span);
-        let inputs = self.tensor_buffers(&vals);
+        // Device inputs are read on the current stream, but for those it only asks their size
+        // (`self._num_bytes(t)`); whether it reads host ones or only files them away is known, as
+        // for a helper, only where it is lowered in place.
+        let asked_size_only = |i: usize| i < args.len() && summary.sizes_only.contains(&i);
+        let read: Vec<Value> = vals
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| !asked_size_only(i))
+            .map(|(_, v)| v.clone())
+            .collect();
+        let inputs: Vec<BufferId> = self
+            .tensor_buffers(&read)
+            .into_iter()
+            .filter(|b| !self.on_host(*b))
+            .collect();
         self.read_all(&inputs, span);
         // `self.producer_stream()` returning `torch.cuda.current_stream()` or `self.side`.
         match summary.returns_stream.clone().as_deref() {
@@ -913,6 +951,16 @@ impl<'a> Lowerer<'a> {
             if self.grow_local_list(receiver, &recv, method, &vals) {
                 return Value::Unknown;
             }
+            // `groups[key].append(t)`, `groups.setdefault(key, []).append(t)` on a container
+            // this function made: the outer container holds `t` (its items are one value).
+            if let Some(outer) = item_of_container(receiver) {
+                let held = self.eval(outer);
+                if matches!(held, Value::Group(_))
+                    && self.grow_local_list(outer, &held, method, &vals)
+                {
+                    return Value::Unknown;
+                }
+            }
             for v in &vals {
                 self.escape(v, EscapeKind::Container, span);
             }
@@ -1072,6 +1120,25 @@ impl<'a> Lowerer<'a> {
         }
     }
 
+    /// Is `name` (the last part of a callee's name) a method of the body's own class (its code
+    /// is the class's, not a submodule's), named for keeping its arguments (`push_tensor`,
+    /// `enqueue_copy`, `store`), or a class (`Adam`, `optimizer_class`: a constructor keeps what
+    /// it is given)?
+    fn stores_rather_than_computes(&self, name: &str) -> bool {
+        const KEEPING: [&str; 13] = [
+            "push", "put", "append", "add", "set", "store", "save", "register", "stash", "insert",
+            "cache", "extend", "enqueue",
+        ];
+        let class = names_a_class(name) || name.ends_with("class") || name.ends_with("cls");
+        let name = name.trim_start_matches('_');
+        class
+            || KEEPING.iter().any(|verb| name.starts_with(verb))
+            || self
+                .own_methods
+                .iter()
+                .any(|d| d.name.trim_start_matches('_') == name)
+    }
+
     /// A call of a module or callable object (`self.encoder(x)`, `model(x)`): its first
     /// positional argument is a tensor. A backward function's results come from the streams the
     /// forward ops ran on, not from the current one.
@@ -1096,9 +1163,29 @@ impl<'a> Lowerer<'a> {
             .unwrap_or("");
         let kind = if last.contains("backward") || last == "grad" {
             Callee::LocalFunction
+        } else if self.stores_rather_than_computes(last) {
+            // `group.push_tensor(tag, state)`, `self._num_bytes(t)`: a method that files its
+            // arguments away or asks them for their size is not a module computing on them.
+            Callee::Keeping
         } else {
             Callee::Module
         };
         self.opaque_call(vals, span, kind)
     }
+}
+
+/// The container a receiver is an item of (`groups` in `groups[key]` and in
+/// `groups.setdefault(key, [])` or `groups.get(key)`), where it is a plain name.
+fn item_of_container(receiver: &Expr) -> Option<&Expr> {
+    let outer = match receiver {
+        Expr::Subscript { value, .. } => value.as_ref(),
+        Expr::Call { func, .. } => match func.as_ref() {
+            Expr::Attribute { value, attr, .. } if attr == "setdefault" || attr == "get" => {
+                value.as_ref()
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    matches!(outer, Expr::Name { .. }).then_some(outer)
 }

@@ -4,7 +4,7 @@
 //! be lost. A parameter the body never rebinds holds one value throughout, so such a use
 //! anywhere makes it a tensor from entry.
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::api::{TENSOR_METHODS, VIEW_METHODS};
 use crate::syntax::{visit_calls, Expr, Stmt};
@@ -12,7 +12,39 @@ use crate::syntax::{visit_calls, Expr, Stmt};
 /// The names among `candidates` that `body` calls a tensor method on, or copies a tensor from,
 /// and never rebinds.
 pub(super) fn used_as_tensors<'n>(body: &[Stmt], candidates: &[&'n str]) -> Vec<&'n str> {
-    let mut used: FxHashSet<&str> = FxHashSet::default();
+    let used = tensor_uses(body);
+    if used.is_empty() {
+        return Vec::new();
+    }
+    let mut bindings = FxHashMap::default();
+    count_bindings(body, &mut bindings);
+    candidates
+        .iter()
+        .copied()
+        .filter(|c| used.contains(*c) && !bindings.contains_key(c))
+        .collect()
+}
+
+/// The local names `body` binds in one place only (`out = store.fetch(i)`) and uses as tensors
+/// somewhere: whatever code not seen returns there is a tensor from the binding on, so the work
+/// written between the binding and that use (`total = a + out`) is not lost. A name bound in
+/// two places may hold a tensor in one and something else in the other.
+pub(super) fn bound_once_and_used_as_tensors(body: &[Stmt]) -> FxHashSet<String> {
+    let used = tensor_uses(body);
+    if used.is_empty() {
+        return FxHashSet::default();
+    }
+    let mut bindings = FxHashMap::default();
+    count_bindings(body, &mut bindings);
+    used.into_iter()
+        .filter(|n| bindings.get(n.as_str()) == Some(&1))
+        .collect()
+}
+
+/// The names `body` calls a tensor method on (`x.clone()`) or copies a tensor from
+/// (`y.copy_(x)`).
+fn tensor_uses(body: &[Stmt]) -> FxHashSet<String> {
+    let mut used: FxHashSet<String> = FxHashSet::default();
     visit_calls(body, false, &mut |call| {
         let Expr::Call { func, args, .. } = call else {
             return;
@@ -23,50 +55,40 @@ pub(super) fn used_as_tensors<'n>(body: &[Stmt], candidates: &[&'n str]) -> Vec<
         let method = attr.as_str();
         if TENSOR_METHODS.contains(&method) || VIEW_METHODS.contains(&method) {
             if let Expr::Name { id, .. } = value.as_ref() {
-                if let Some(c) = candidates.iter().find(|c| **c == id) {
-                    used.insert(c);
-                }
+                used.insert(id.to_string());
             }
         }
         if method == "copy_" {
             if let Some(Expr::Name { id, .. }) = args.first() {
-                if let Some(c) = candidates.iter().find(|c| **c == id) {
-                    used.insert(c);
-                }
+                used.insert(id.to_string());
             }
         }
     });
-    if used.is_empty() {
-        return Vec::new();
-    }
-    let mut rebound = FxHashSet::default();
-    rebound_names(body, &mut rebound);
-    candidates
-        .iter()
-        .copied()
-        .filter(|c| used.contains(c) && !rebound.contains(c))
-        .collect()
+    used
 }
 
-/// Names that statements of `stmts` (not nested functions) bind: assignment, loop and `with`
-/// targets, and deletions.
-fn rebound_names<'s>(stmts: &'s [Stmt], out: &mut FxHashSet<&'s str>) {
+/// How many statements of `stmts` (not nested functions) bind each name.
+fn count_bindings<'s>(stmts: &'s [Stmt], out: &mut FxHashMap<&'s str, usize>) {
     for s in stmts {
+        let mut bound = FxHashSet::default();
         match s {
             Stmt::Assign { targets, .. } | Stmt::Delete { targets, .. } => {
-                targets.iter().for_each(|t| target_names(t, out));
+                targets.iter().for_each(|t| target_names(t, &mut bound));
             }
-            Stmt::For { target, .. } => target_names(target, out),
+            Stmt::For { target, .. } => target_names(target, &mut bound),
             Stmt::With { items, .. } => {
                 items
                     .iter()
                     .filter_map(|i| i.var.as_ref())
-                    .for_each(|v| target_names(v, out));
+                    .for_each(|v| target_names(v, &mut bound));
             }
             _ => {}
         }
+        for name in bound {
+            *out.entry(name).or_default() += 1;
+        }
         for block in s.blocks() {
-            rebound_names(block, out);
+            count_bindings(block, out);
         }
     }
 }
@@ -106,5 +128,16 @@ mod tests {
     fn a_rebound_argument_is_left_to_its_uses() {
         let source = "def f(x, y):\n    for x in y.chunk(2):\n        x.zero_()\n    y, = [y]\n";
         assert!(evident(source, &["x", "y"]).is_empty());
+    }
+
+    #[test]
+    fn a_local_bound_once_and_used_as_a_tensor_is_one_from_its_binding() {
+        let source = "def f(store, i):\n    a = store.get(i)\n    b = store.get(i)\n    b = b[0]\n    c = store.meta()\n    total = c + a\n    a.record_stream(s)\n    b.clone()\n";
+        let module = parse_module(source).unwrap();
+        let Some(Stmt::Def(def)) = module.first() else {
+            panic!("one function expected");
+        };
+        let names = bound_once_and_used_as_tensors(&def.body);
+        assert_eq!(names.into_iter().collect::<Vec<_>>(), ["a"]);
     }
 }

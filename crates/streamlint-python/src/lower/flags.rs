@@ -68,6 +68,14 @@ pub(super) fn bindings(body: &[Stmt]) -> FxHashMap<String, (usize, Option<bool>)
 /// in nested functions.
 pub(super) fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
     for s in stmts {
+        // `stream = self.side if self.use_streams else current`: a choice made by a flag.
+        if let Stmt::Assign {
+            value: Expr::IfExp { test, .. },
+            ..
+        } = s
+        {
+            flags_of_test(test, out);
+        }
         if let Stmt::If {
             test, body, orelse, ..
         } = s
@@ -99,24 +107,34 @@ fn flags_of_test(test: &Expr, out: &mut Vec<String>) {
     }
 }
 
-/// The name under which a test is a flag: a local name (`overlap`), a setting's getter
-/// (`envs.USE_MULTI_STREAM.get()`), or whether a name or an attribute is `None` (`self.indexer
-/// is not None`: a part the object was built with or without). Two tests with one key agree
-/// within a block that does not assign what they test; other attributes and calls can change in
-/// between, so they are not flags.
+/// The name under which a test is a flag: a local name (`overlap`), an attribute of the object
+/// (`self.overlap_comm`: a setting where the class assigns it only when it is built, see
+/// `Lowerer::setting`), a setting's getter (`envs.USE_MULTI_STREAM.get()`), a question asked
+/// without arguments (`is_capturing()`, `get_accelerator().resolves_data_dependency()`), or
+/// whether a name or an attribute is `None` (`self.indexer is not None`: a part the object was
+/// built with or without). Two tests with one key agree within a block that does not assign what
+/// they test; other attributes and calls can change in between, so they are not flags.
 pub(super) fn flag_key(test: &Expr) -> Option<String> {
     match test {
         Expr::Name { id, .. } => Some(id.clone()),
+        Expr::Attribute { value, .. }
+            if matches!(value.as_ref(), Expr::Name { id, .. } if id == "self") =>
+        {
+            test.dotted()
+        }
         Expr::Call {
             func,
             args,
             keywords,
             ..
         } if args.is_empty() && keywords.is_empty() => {
-            let getter = func
+            if let Some(getter) = func
                 .dotted()
-                .filter(|d| !d.starts_with("self.") && d.ends_with(".get"))?;
-            Some(format!("{getter}()"))
+                .filter(|d| !d.starts_with("self.") && d.ends_with(".get"))
+            {
+                return Some(format!("{getter}()"));
+            }
+            question_key(test)
         }
         Expr::Operator {
             op: Operator::Is | Operator::IsNot,
@@ -131,6 +149,53 @@ pub(super) fn flag_key(test: &Expr) -> Option<String> {
         },
         _ => None,
     }
+}
+
+/// A call without arguments whose name asks a question of the configuration or the device
+/// (`is_in_graph_capture()`, `get_accelerator().resolves_data_dependency()`), written out as its
+/// chain of names and empty calls: asked twice in one function, it answers the same.
+fn question_key(call: &Expr) -> Option<String> {
+    fn chain(e: &Expr, out: &mut String) -> bool {
+        match e {
+            Expr::Name { id, .. } => {
+                out.push_str(id);
+                true
+            }
+            Expr::Attribute { value, attr, .. } => {
+                let ok = chain(value, out);
+                out.push('.');
+                out.push_str(attr);
+                ok
+            }
+            Expr::Call {
+                func,
+                args,
+                keywords,
+                ..
+            } if args.is_empty() && keywords.is_empty() => {
+                let ok = chain(func, out);
+                out.push_str("()");
+                ok
+            }
+            _ => false,
+        }
+    }
+    let Expr::Call { func, .. } = call else {
+        return None;
+    };
+    let name = match func.as_ref() {
+        Expr::Name { id, .. } => id.as_str(),
+        Expr::Attribute { attr, .. } => attr.as_str(),
+        _ => return None,
+    };
+    const QUESTIONS: [&str; 8] = [
+        "is_", "has_", "use_", "uses_", "should_", "can_", "supports_", "resolves_",
+    ];
+    if !QUESTIONS.iter().any(|q| name.starts_with(q)) {
+        return None;
+    }
+    let mut out = String::new();
+    (chain(call, &mut out) && !out.starts_with("self.")).then_some(out)
 }
 
 /// How the key of a `None` test ends: the flag is true where the subject is `None`.
@@ -243,25 +308,71 @@ impl<'a> Lowerer<'a> {
         // tests of whether a stream exists: a stream that may be `None` counts as there (see
         // `decided_none_test`). `None` tests are everywhere (`if bias is not None:`): a split on
         // one is worth its cost only where the first test guards stream code.
-        let guards_stream_code = || match first {
-            Stmt::If { span, .. } => self.cx.prefilter.admits(self.cx.text(*span)),
-            _ => false,
-        };
+        // So are the object's settings and questions to the configuration.
+        let guards_stream_code = || self.touches_streams(first);
         here.retain(|n| {
-            let needless_none_split = n.strip_suffix(IS_NONE).is_some_and(|subject| {
-                self.decided_none(subject).is_some()
-                    || inline::stream_like(subject, "")
-                    || !guards_stream_code()
-            });
-            !self.flags.contains_key(n) && !needless_none_split
+            let needless_split = match n.strip_suffix(IS_NONE) {
+                Some(subject) => {
+                    self.decided_none(subject).is_some()
+                        || inline::stream_like(subject, "")
+                        || !guards_stream_code()
+                }
+                None => (n.starts_with("self.") || n.ends_with(')')) && !guards_stream_code(),
+            };
+            !self.flags.contains_key(n) && !needless_split && self.setting(n)
         });
         if here.is_empty() {
             return None;
         }
+        // A split pays only where a later test of the flag guards stream code: other tests of it
+        // (`if flag: x = x * 2`) decide nothing the rules look at, and splitting on them would
+        // use up the splits that correlated stream code needs.
         let mut later = Vec::new();
-        tested_flags(rest, &mut later);
+        for stmt in rest.iter().filter(|s| self.touches_streams(s)) {
+            tested_flags(std::slice::from_ref(stmt), &mut later);
+        }
         here.into_iter()
             .find(|n| later.contains(n) && !assigns(stmts, n))
+    }
+
+    /// Does the statement (an `if`, or an assignment choosing by a flag) mention a stream or
+    /// an event, or order work (`s.wait_event(e)`, `x.record_stream(s)`, `e.record()`)? A loop,
+    /// `with` or `try` does where a statement it holds does.
+    fn touches_streams(&self, stmt: &Stmt) -> bool {
+        fn orders(stmts: &[Stmt]) -> bool {
+            stmts.iter().any(|s| {
+                super::is_ordering_stmt(s)
+                    || matches!(s, Stmt::Expr(Expr::Call { func, .. })
+                        if matches!(func.as_ref(), Expr::Attribute { attr, .. } if attr == "record"))
+                    || s.blocks().into_iter().any(orders)
+            })
+        }
+        let chooses_stream = |t: &Expr| {
+            t.dotted()
+                .is_some_and(|n| inline::stream_like(n.rsplit('.').next().unwrap_or(&n), ""))
+        };
+        match stmt {
+            // `stream = self.side if overlap else current`: a choice of stream.
+            Stmt::Assign { targets, .. } if targets.iter().any(chooses_stream) => true,
+            Stmt::If { span, .. } | Stmt::Assign { span, .. } => {
+                self.cx.prefilter.admits(self.cx.text(*span)) || orders(std::slice::from_ref(stmt))
+            }
+            other => other
+                .blocks()
+                .into_iter()
+                .any(|block| block.iter().any(|s| self.touches_streams(s))),
+        }
+    }
+
+    /// Can a flag keyed `key` change while the body runs, other than by an assignment the body
+    /// shows? An attribute of the object (`self.overlap_comm`) is a setting only where its
+    /// class assigns it in no method but the constructor: a method called in between could
+    /// otherwise flip it.
+    fn setting(&self, key: &str) -> bool {
+        if !key.starts_with("self.") || key.ends_with(IS_NONE) {
+            return true;
+        }
+        self.class.is_some_and(|c| !c.reassigned.contains(key))
     }
 
     /// Lower `stmts` once with `flag` true and once with it false, and join: its tests agree

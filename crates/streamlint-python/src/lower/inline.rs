@@ -169,6 +169,48 @@ impl<'a> Lowerer<'a> {
         (self.in_own_scope() && !is_generator(def)).then_some(def)
     }
 
+    /// The method of the body's own class a call `self.m(..)` names, to be lowered in place as a
+    /// helper of the module is: its code runs on the same object, so what it does to `self`'s
+    /// streams, events and tensors happens at the call. Plain methods only (a property, a static
+    /// or class method, a generator, one with local helpers are not), not already being lowered,
+    /// within the depth cap;
+    /// and only where `self` is the body's own object.
+    pub(super) fn own_method(&self, func: &Expr) -> Option<Resolved<'a>> {
+        let Expr::Attribute { value, attr, .. } = func else {
+            return None;
+        };
+        if !matches!(value.as_ref(), Expr::Name { id, .. } if id == "self")
+            || self.inline_stack.len() >= MAX_INLINE_DEPTH
+            || !self.sees_own_self()
+        {
+            return None;
+        }
+        let mut named = self.own_methods.iter().filter(|d| d.name == *attr);
+        let def = *named.next()?;
+        // Helpers the method defines for itself are known only where it is lowered alone.
+        let plain = def.decorators.iter().all(is_staticmethod)
+            && !is_generator(def)
+            && crate::syntax::local_functions(&def.body).is_empty();
+        let module = self.home_module;
+        (plain && named.next().is_none() && !self.inline_stack.contains(&(module, def.span)))
+            .then_some(Resolved { module, def })
+    }
+
+    /// Is `def` a method of the body's own class (see `own_method`)?
+    fn is_own_method(&self, def: &FunctionDef) -> bool {
+        self.own_methods.iter().any(|d| std::ptr::eq(*d, def))
+    }
+
+    /// Is `self` in the code being lowered the body's own object: the body's code, a local
+    /// helper's or a method of its class lowered in place?
+    fn sees_own_self(&self) -> bool {
+        self.inline_stack.iter().all(|&(module, span)| {
+            module == self.home_module
+                && (self.local_functions.iter().any(|d| d.span == span)
+                    || self.own_methods.iter().any(|d| d.span == span))
+        })
+    }
+
     /// Is the code being lowered the body's own, or a local helper's (which sees the same
     /// enclosing names)? Inside a callee from another scope, the body's local names mean nothing.
     pub(super) fn in_own_scope(&self) -> bool {
@@ -216,7 +258,10 @@ impl<'a> Lowerer<'a> {
         let first_op = self.b.body().ops.len();
         // What the arguments make is not the call's value: not named after its binding.
         let binding = self.binding.take();
-        let bound = self.bind_arguments(def, args, keywords);
+        let method = self.is_own_method(def);
+        // A method's first parameter is the object the call is made on; a static method has none.
+        let receiver = usize::from(method && !def.decorators.iter().any(is_staticmethod));
+        let bound = self.bind_arguments(def, receiver, args, keywords);
         self.binding = binding;
         // `side = helper(x)`: the name the call's value goes to.
         let assigned_to = self
@@ -230,8 +275,9 @@ impl<'a> Lowerer<'a> {
         );
         let outer = self.b.begin_inline(span, &callee_name);
         let exit = self.b.new_block();
-        // A local helper shares the caller's module and, inside a method, its `self`.
-        let local = self.is_local_function(def);
+        // A local helper shares the caller's module and, inside a method, its `self`; a method
+        // of the class shares both.
+        let local = self.is_local_function(def) || method;
         let callee_cx = if local {
             self.cx
         } else {
@@ -257,7 +303,11 @@ impl<'a> Lowerer<'a> {
             restores_stream: std::mem::replace(&mut self.restores_stream, false),
             declared_globals: std::mem::take(&mut self.declared_globals),
         };
-        // From here on names are the callee's.
+        // From here on names are the callee's; a method sees the object's attributes as they are.
+        if method {
+            self.env = object_names(&saved.env);
+            self.named_streams = object_streams(&saved.named_streams);
+        }
         self.inline_stack.push((callee.module, def.span));
         let saved = self.suspend_caller(saved, around, outer);
         for (name, value, flag) in bound {
@@ -279,7 +329,13 @@ impl<'a> Lowerer<'a> {
         // A function that ends without `return` returns `None`.
         let result =
             std::mem::replace(&mut self.inline_result, saved.result).unwrap_or(Value::None);
-        self.env = saved.env;
+        let callee_env = std::mem::replace(&mut self.env, saved.env);
+        let callee_streams = std::mem::replace(&mut self.named_streams, saved.named_streams);
+        if method {
+            // What the method bound on `self` stays bound after the call.
+            self.env.extend(object_names(&callee_env));
+            self.named_streams.extend(object_streams(&callee_streams));
+        }
         self.cx = saved.cx;
         self.class = saved.class;
         self.flags = saved.flags;
@@ -288,7 +344,6 @@ impl<'a> Lowerer<'a> {
         self.loops = saved.loops;
         self.binding = saved.binding;
         self.params = saved.params;
-        self.named_streams = saved.named_streams;
         self.forwarded = saved.forwarded;
         self.restores_stream = saved.restores_stream;
         self.declared_globals = saved.declared_globals;
@@ -451,6 +506,7 @@ impl<'a> Lowerer<'a> {
     fn bind_arguments(
         &mut self,
         def: &FunctionDef,
+        receiver: usize,
         args: &[Expr],
         keywords: &[Keyword],
     ) -> Vec<(String, Value, Option<bool>)> {
@@ -459,11 +515,13 @@ impl<'a> Lowerer<'a> {
         let named: Vec<(&Keyword, Value)> =
             keywords.iter().map(|k| (k, self.eval(&k.value))).collect();
         let mut out = Vec::with_capacity(def.params.len());
-        for (i, p) in def.params.iter().enumerate() {
+        // A method's first parameter is the object the call is made on, not an argument.
+        for (i, p) in def.params.iter().enumerate().skip(receiver) {
+            let at = i - receiver;
             let given = if p.variadic {
                 None
-            } else if i < def.positional && i < positional.len() && !starred {
-                Some(positional[i].clone())
+            } else if i < def.positional && at < positional.len() && !starred {
+                Some(positional[at].clone())
             } else {
                 named
                     .iter()
@@ -546,4 +604,31 @@ impl<'a> Lowerer<'a> {
             );
         }
     }
+}
+
+/// The names of an environment that reach into `self` (`self`, `self.stream`, `self.buf.data`).
+fn object_names(env: &super::Env) -> super::Env {
+    env.range::<str, _>((
+        std::ops::Bound::Included("self"),
+        std::ops::Bound::Excluded("self/"),
+    ))
+    .filter(|(k, _)| k.as_ref() == "self" || k.starts_with("self."))
+    .map(|(k, v)| (k.clone(), v.clone()))
+    .collect()
+}
+
+/// The streams an object's attributes name (`self.side`), by name.
+fn object_streams(
+    streams: &FxHashMap<String, streamlint_graph::StreamId>,
+) -> FxHashMap<String, streamlint_graph::StreamId> {
+    streams
+        .iter()
+        .filter(|(k, _)| k.starts_with("self."))
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+/// Is the decorator `@staticmethod`?
+pub(crate) fn is_staticmethod(decorator: &Expr) -> bool {
+    decorator.dotted().as_deref() == Some("staticmethod")
 }

@@ -9,7 +9,8 @@ mod expressions;
 mod flags;
 mod graphs;
 mod hooks;
-pub(crate) mod inline;
+mod inline;
+pub(crate) use inline::is_staticmethod;
 mod loops;
 mod modules;
 mod object;
@@ -39,8 +40,8 @@ use streamlint_graph::{
 
 use crate::api::{
     ApiCall, DATA_DEPENDENT_SHAPES, HOST_READ_BUILTINS, HOST_READ_METHODS, METADATA_METHODS,
-    NEUTRAL_BUILTINS, TENSOR_METHODS, THREAD_HAND_OFFS, THREAD_QUEUE_GETS, THREAD_QUEUE_PUTS,
-    VIEW_METHODS,
+    NEUTRAL_BUILTINS, TENSOR_METHODS, TENSOR_PROPERTIES, THREAD_HAND_OFFS, THREAD_QUEUE_GETS,
+    THREAD_QUEUE_PUTS, VIEW_METHODS,
 };
 use crate::context::{ModuleContext, Role};
 use crate::summary::{AttrKind, ClassSummary};
@@ -144,6 +145,9 @@ enum Callee {
     /// A submodule or callable object (`self.encoder(x)`, `model(x)`): a tensor computed on the
     /// current stream.
     Module,
+    /// A method that files its arguments away or asks them their size (`group.push_tensor(tag,
+    /// t)`, `self._num_bytes(t)`): a module call that computes on device inputs only.
+    Keeping,
     /// A function of this module: work on the current stream, returning who knows what.
     LocalFunction,
     /// A function from elsewhere: nothing known but that it may keep its arguments.
@@ -205,6 +209,9 @@ pub struct Lowerer<'a> {
     left_on_arguments: Vec<(BufferId, Span)>,
     /// Caller values seen used as tensors (annotated, passed to torch, tensor methods called).
     confirmed: FxHashSet<BufferId>,
+    /// Local names bound once and used as tensors somewhere in the body: what code not seen
+    /// returns into one is a tensor from there on (see `evidence`).
+    tensor_locals: FxHashSet<String>,
     /// Tensors made only from values of unknown place (the caller's values, `torch.load(..)`,
     /// `pad_sequence(..)` of untracked lists).
     unplaced: FxHashSet<BufferId>,
@@ -258,6 +265,8 @@ pub struct Lowerer<'a> {
     /// The functions the body's own scope and its enclosing functions' scopes define, which it
     /// calls by name as helpers (see `inline::local_function`).
     local_functions: Vec<&'a FunctionDef>,
+    /// The methods of the class whose `self` the body sees (see `inline::own_method`).
+    own_methods: Vec<&'a FunctionDef>,
     /// Lowering a function to summarize it (see `Role::summarizing`).
     summarizing: bool,
     /// In a callee lowered in place: its `**kwargs` parameter's name, and the keywords it
@@ -338,6 +347,9 @@ impl<'a> Lowerer<'a> {
             params: Vec::new(),
             left_on_arguments: Vec::new(),
             confirmed: FxHashSet::default(),
+            tensor_locals: def.map_or_else(FxHashSet::default, |d| {
+                evidence::bound_once_and_used_as_tensors(&d.body)
+            }),
             unplaced: FxHashSet::default(),
             entry_ops: Vec::new(),
             produced: FxHashSet::default(),
@@ -365,6 +377,7 @@ impl<'a> Lowerer<'a> {
                 .copied()
                 .chain(def.map_or_else(Vec::new, |d| local_functions(&d.body)))
                 .collect(),
+            own_methods: role.own_methods.clone(),
             summarizing: role.summarizing,
             forwarded: None,
             inline_result: None,
@@ -720,13 +733,18 @@ impl<'a> Lowerer<'a> {
 
     /// Is the value known to hold a tensor?
     fn is_tensor(&self, value: &Value) -> bool {
-        match value {
-            Value::Param(b) => self.confirmed.contains(b),
-            other => !other.local_tensors().is_empty(),
-        }
+        !self.tensor_buffers(std::slice::from_ref(value)).is_empty()
     }
 
-    /// The buffers of values known to be tensors (caller values only once confirmed).
+    /// A caller's value (an argument, or what code not seen returned) not yet used as a
+    /// tensor: it may be anything.
+    fn unconfirmed(&self, buffer: BufferId) -> bool {
+        !self.confirmed.contains(&buffer)
+            && (self.received_buffers.contains(&buffer) || self.param_buffers.contains(&buffer))
+    }
+
+    /// The buffers of values known to be tensors (caller values only once confirmed, also
+    /// where two paths bound one name to two of them).
     fn tensor_buffers(&self, values: &[Value]) -> Vec<BufferId> {
         let mut out = Vec::new();
         for v in values {
@@ -734,7 +752,12 @@ impl<'a> Lowerer<'a> {
                 Value::Param(b) if self.confirmed.contains(b) => out.push(*b),
                 Value::Param(_) => {}
                 Value::Group(items) => out.extend(self.tensor_buffers(items)),
-                other => out.extend(other.local_tensors()),
+                other => out.extend(
+                    other
+                        .local_tensors()
+                        .into_iter()
+                        .filter(|b| !self.unconfirmed(*b)),
+                ),
             }
         }
         out.sort();
@@ -742,12 +765,21 @@ impl<'a> Lowerer<'a> {
         out
     }
 
-    /// The value is used where only a tensor fits.
+    /// The value is used where only a tensor fits (also where two paths bound it to two
+    /// caller values).
     fn confirm(&mut self, values: &[Value]) {
         for v in values {
             match v {
                 Value::Param(b) => {
                     self.confirmed.insert(*b);
+                }
+                Value::Tensors(buffers) => {
+                    let callers: Vec<BufferId> = buffers
+                        .iter()
+                        .copied()
+                        .filter(|&b| self.unconfirmed(b))
+                        .collect();
+                    self.confirmed.extend(callers);
                 }
                 Value::Group(items) => self.confirm(items),
                 _ => {}

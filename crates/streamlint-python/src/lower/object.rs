@@ -10,27 +10,6 @@ const CONTAINER_LOOKUPS: &[&str] = &["get", "setdefault"];
 /// Methods that take an item out of a dict, list or deque: it is then the method's.
 const CONTAINER_REMOVALS: &[&str] = &["pop", "popleft", "popitem"];
 
-/// Attributes of a tensor that are not tensors: read on an argument, they say nothing of
-/// whether it holds tensors.
-const TENSOR_PROPERTIES: &[&str] = &[
-    "shape",
-    "dtype",
-    "device",
-    "is_cuda",
-    "is_cpu",
-    "is_meta",
-    "ndim",
-    "requires_grad",
-    "grad_fn",
-    "is_leaf",
-    "layout",
-    "names",
-    "itemsize",
-    "nbytes",
-    "is_sparse",
-    "is_quantized",
-];
-
 impl<'a> Lowerer<'a> {
     /// `param.grad_buffer`, `batch.images`: an attribute of an object the caller passed in is
     /// the caller's value too, a tensor if it is used as one, ready on the caller's current
@@ -125,6 +104,18 @@ impl<'a> Lowerer<'a> {
 
     /// What `self.x` holds at entry, from the class summary.
     pub(super) fn class_attribute(&mut self, dotted: &str, span: Span) -> Option<Value> {
+        // `self.compute_stream` for a property that returns `torch.cuda.current_stream()`.
+        let property = dotted
+            .strip_prefix("self.")
+            .and_then(|name| self.class?.methods.get(name))
+            .filter(|m| m.is_property);
+        if let Some(returned) = property.and_then(|m| m.returns_stream.as_deref()) {
+            return match returned {
+                "" => Some(Value::Stream(self.current)),
+                attr if attr != dotted => self.class_attribute(&attr.to_string(), span),
+                _ => None,
+            };
+        }
         let kind = self.class?.attrs.get(dotted)?.clone();
         Some(match kind {
             AttrKind::Stream | AttrKind::StreamCache => Value::Stream(self.named_stream(dotted)),

@@ -123,7 +123,7 @@ impl<'a> Lowerer<'a> {
                 // (A callee whose text is not at hand is lowered without words for its tests.)
                 if !test_text.is_empty() {
                     self.b.conditional_from(first_op, || {
-                        format!("`{}` is false", String::from_utf8_lossy(test_text))
+                        format!("`{}` is false", one_line(test_text))
                     });
                 }
                 let then_carried = self.carried[carried_before..].to_vec();
@@ -136,7 +136,7 @@ impl<'a> Lowerer<'a> {
                 self.stmts(orelse);
                 if !test_text.is_empty() {
                     self.b.conditional_from(first_op, || {
-                        format!("`{}` is true", String::from_utf8_lossy(test_text))
+                        format!("`{}` is true", one_line(test_text))
                     });
                 }
                 let else_carried = self.carried[carried_before + then_carried.len()..].to_vec();
@@ -719,4 +719,14 @@ pub(super) fn last_statement_span(stmts: &[Stmt]) -> Option<Span> {
         Stmt::Match { cases, .. } => cases.iter().rev().find_map(|c| last_statement_span(c)),
         _ => None,
     })
+}
+
+/// A test written over several lines (in parentheses), as one line for a message.
+fn one_line(text: &[u8]) -> String {
+    String::from_utf8_lossy(text)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .replace("( ", "(")
+        .replace(" )", ")")
 }
