@@ -1178,16 +1178,33 @@ fn sizes_only(f: &FunctionDef) -> Vec<usize> {
     use crate::api::{METADATA_METHODS, TENSOR_PROPERTIES};
     let is_static = f.decorators.iter().any(crate::lower::is_staticmethod);
     let receiver = usize::from(!is_static);
-    let mut uses: FxHashMap<String, (usize, usize)> = FxHashMap::default();
+    let params: Vec<&str> = f
+        .params
+        .iter()
+        .skip(receiver)
+        .map(|p| if p.variadic { "" } else { p.name.as_str() })
+        .collect();
+    if params.iter().all(|p| p.is_empty()) {
+        return Vec::new();
+    }
+    let at = |id: &str| params.iter().position(|p| !p.is_empty() && *p == id);
+    // Per parameter: its uses, and those that only ask for metadata.
+    let mut uses = vec![(0usize, 0usize); params.len()];
     let mut opaque = false;
     crate::syntax::visit_statement_exprs(&f.body, true, &mut |e, _| {
         crate::syntax::visit_exprs(e, &mut |e| match e {
-            Expr::Name { id, .. } => uses.entry(id.clone()).or_default().0 += 1,
+            Expr::Name { id, .. } => {
+                if let Some(i) = at(id) {
+                    uses[i].0 += 1;
+                }
+            }
             Expr::Attribute { value, attr, .. } => {
                 let metadata = METADATA_METHODS.contains(&attr.as_str())
                     || TENSOR_PROPERTIES.contains(&attr.as_str());
                 if let (true, Expr::Name { id, .. }) = (metadata, value.as_ref()) {
-                    uses.entry(id.clone()).or_default().1 += 1;
+                    if let Some(i) = at(id) {
+                        uses[i].1 += 1;
+                    }
                 }
             }
             // A lambda's body is not visited: its uses are not counted.
@@ -1198,12 +1215,7 @@ fn sizes_only(f: &FunctionDef) -> Vec<usize> {
     if opaque {
         return Vec::new();
     }
-    f.params
-        .iter()
-        .enumerate()
-        .skip(receiver)
-        .filter(|(_, p)| !p.variadic)
-        .filter(|(_, p)| uses.get(&p.name).is_some_and(|(all, meta)| all == meta))
-        .map(|(i, _)| i - receiver)
+    (0..params.len())
+        .filter(|&i| !params[i].is_empty() && uses[i].0 == uses[i].1)
         .collect()
 }

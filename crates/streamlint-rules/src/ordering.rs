@@ -2,7 +2,8 @@
 //! write) with no ordering edge in between; and waits that order nothing.
 
 use streamlint_graph::{
-    Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, State, StreamId, StreamOrigin,
+    Body, BufferId, EscapeKind, Memory, Op, OpId, OpKind, Production, Span, State, StreamId,
+    StreamOrigin,
 };
 
 use crate::{
@@ -24,7 +25,12 @@ impl Rule for MissingStreamWait {
 
     fn visit(&self, cx: &mut Context<'_>, id: OpId, op: &Op, state: &State) {
         match op.kind {
-            OpKind::WaitStream { waiter, waitee } if waiter == waitee => {
+            // Only where the wait orders nothing on every path it is lowered on: a join written
+            // for a stream chosen by a flag waits on itself only where the flag chose the
+            // current stream.
+            OpKind::WaitStream { waiter, waitee }
+                if waiter == waitee && self_wait_on_every_path(cx.body, op.span) =>
+            {
                 let s = cx.stream_name(waiter).to_string();
                 let hoist = cx
                     .body
@@ -390,4 +396,14 @@ fn wait_help(cx: &Context<'_>, race: &Race, at: OpId) -> String {
 /// Is the access at `op` the allocation of fresh memory (`torch.empty`), which queues no work?
 fn allocated_at(body: &Body, op: OpId) -> bool {
     matches!(body.op(op).kind, OpKind::Produce { how, .. } if how.allocates())
+}
+
+/// Is every wait lowered from the source at `span` a wait of a stream on itself?
+fn self_wait_on_every_path(body: &Body, span: Span) -> bool {
+    body.ops_iter()
+        .filter(|(_, op)| op.span == span)
+        .all(|(_, op)| match op.kind {
+            OpKind::WaitStream { waiter, waitee } => waiter == waitee,
+            _ => true,
+        })
 }

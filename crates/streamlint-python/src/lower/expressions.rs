@@ -58,6 +58,11 @@ impl<'a> Lowerer<'a> {
                         if !vals.iter().any(|v| self.is_tensor(v)) {
                             return Value::Unknown;
                         }
+                        // `held | more`, `staged + extra` on lists or dicts the function made:
+                        // one container holding what both hold, no device work.
+                        if vals.iter().any(|v| matches!(v, Value::Group(_))) {
+                            return Value::Group(vals);
+                        }
                         let inputs = self.tensor_buffers(&vals);
                         self.read_all(&inputs, *span);
                         self.produce_result(&inputs, *span)
@@ -84,7 +89,10 @@ impl<'a> Lowerer<'a> {
                         return item;
                     }
                 }
-                if self.is_tensor(&v) && self.is_tensor(&i) {
+                // A list or dict the function made (`buckets[key]`) hands back what it holds:
+                // a lookup touches no device memory.
+                let container = matches!(v, Value::Group(_));
+                if !container && self.is_tensor(&v) && self.is_tensor(&i) {
                     // Indexing with a tensor gathers: a kernel that reads both.
                     let mut inputs = v.buffers();
                     inputs.extend(i.buffers());
@@ -98,7 +106,7 @@ impl<'a> Lowerer<'a> {
                     }
                     return result;
                 }
-                if self.is_tensor(&v) && matches!(i, Value::Param(_)) {
+                if !container && self.is_tensor(&v) && matches!(i, Value::Param(_)) {
                     // `blocks[slots]` with indices from the caller may gather (a read); the
                     // result is kept as a view so that writes through it reach `blocks`.
                     let inputs = self.tensor_buffers(std::slice::from_ref(&v));

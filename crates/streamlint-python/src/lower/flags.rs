@@ -117,9 +117,7 @@ fn flags_of_test(test: &Expr, out: &mut Vec<String>) {
 pub(super) fn flag_key(test: &Expr) -> Option<String> {
     match test {
         Expr::Name { id, .. } => Some(id.clone()),
-        Expr::Attribute { value, .. }
-            if matches!(value.as_ref(), Expr::Name { id, .. } if id == "self") =>
-        {
+        Expr::Attribute { value, .. } if matches!(value.as_ref(), Expr::Name { id, .. } if id == "self") => {
             test.dotted()
         }
         Expr::Call {
@@ -189,7 +187,14 @@ fn question_key(call: &Expr) -> Option<String> {
         _ => return None,
     };
     const QUESTIONS: [&str; 8] = [
-        "is_", "has_", "use_", "uses_", "should_", "can_", "supports_", "resolves_",
+        "is_",
+        "has_",
+        "use_",
+        "uses_",
+        "should_",
+        "can_",
+        "supports_",
+        "resolves_",
     ];
     if !QUESTIONS.iter().any(|q| name.starts_with(q)) {
         return None;

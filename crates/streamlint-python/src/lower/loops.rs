@@ -202,6 +202,13 @@ impl<'a> Lowerer<'a> {
     /// What a `for` loop over `iter` binds to `target`. `zip(a, b)`, `enumerate(a)` and
     /// `d.items()` give each name of a tuple target the elements of its own sequence.
     pub(super) fn loop_element(&mut self, iter: &Expr, target: &Expr) -> Value {
+        // `for key in groups`: a dict's keys, not what it holds.
+        if let Expr::Name { id, .. } = iter {
+            if self.dict_locals.contains(id.as_str()) {
+                self.eval(iter);
+                return Value::Unknown;
+            }
+        }
         let call = match iter {
             Expr::Call {
                 func,

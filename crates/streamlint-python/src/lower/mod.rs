@@ -212,6 +212,8 @@ pub struct Lowerer<'a> {
     /// Local names bound once and used as tensors somewhere in the body: what code not seen
     /// returns into one is a tensor from there on (see `evidence`).
     tensor_locals: FxHashSet<String>,
+    /// Local names last bound to a dict the function made (see `makes_a_dict`).
+    dict_locals: FxHashSet<String>,
     /// Tensors made only from values of unknown place (the caller's values, `torch.load(..)`,
     /// `pad_sequence(..)` of untracked lists).
     unplaced: FxHashSet<BufferId>,
@@ -347,6 +349,7 @@ impl<'a> Lowerer<'a> {
             params: Vec::new(),
             left_on_arguments: Vec::new(),
             confirmed: FxHashSet::default(),
+            dict_locals: FxHashSet::default(),
             tensor_locals: def.map_or_else(FxHashSet::default, |d| {
                 evidence::bound_once_and_used_as_tensors(&d.body)
             }),

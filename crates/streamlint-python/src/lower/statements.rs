@@ -454,6 +454,22 @@ impl<'a> Lowerer<'a> {
         out
     }
 
+    /// Does the expression make a dict (`{}`, `{k: v}`, `dict()`, `defaultdict(list)`)? A loop
+    /// over one goes over its keys.
+    fn makes_a_dict(&self, value: &Expr) -> bool {
+        match value {
+            Expr::Collection { span, .. } | Expr::Comprehension { span, .. } => {
+                let text = self.cx.text(*span);
+                text.starts_with(b"{") && (text == b"{}" || memchr::memchr(b':', text).is_some())
+            }
+            Expr::Call { func, .. } => func.dotted().is_some_and(|d| {
+                let last = d.rsplit('.').next().unwrap_or(&d);
+                matches!(last, "dict" | "defaultdict" | "OrderedDict" | "Counter")
+            }),
+            _ => false,
+        }
+    }
+
     pub(super) fn assign_stmt(
         &mut self,
         targets: &[Expr],
@@ -488,6 +504,13 @@ impl<'a> Lowerer<'a> {
                 self.write_all(&written, span);
             }
             return;
+        }
+        if let [Expr::Name { id, .. }] = targets {
+            if self.makes_a_dict(value) {
+                self.dict_locals.insert(id.clone());
+            } else {
+                self.dict_locals.remove(id.as_str());
+            }
         }
         // `a, b = x, y`: pair the elements.
         if let (Some(Expr::Collection { elts: names, .. }), Expr::Collection { elts: values, .. }) =
