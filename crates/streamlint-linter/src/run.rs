@@ -368,13 +368,15 @@ pub(crate) fn helper_module(name: String, source: &str, settings: &Settings) -> 
 }
 
 /// The modules that checked modules call functions of by a bare imported name.
-pub(crate) struct ImportedModules<'m>(rustc_hash::FxHashSet<&'m str>);
+#[derive(Default)]
+pub(crate) struct ImportedModules(rustc_hash::FxHashSet<String>);
 
-impl<'m> ImportedModules<'m> {
-    pub(crate) fn of(modules: impl Iterator<Item = &'m ModuleIndex>) -> Self {
+impl ImportedModules {
+    pub(crate) fn of<'m>(modules: impl Iterator<Item = &'m ModuleIndex>) -> Self {
         ImportedModules(
             modules
                 .flat_map(|m| m.modules_of_called_imports())
+                .map(str::to_string)
                 .collect(),
         )
     }

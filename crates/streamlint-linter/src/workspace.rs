@@ -40,6 +40,8 @@ pub struct Workspace {
     /// The modules in a fixed order, with the names that find them: made when a check first
     /// needs them, kept while files change only in their text.
     snapshot: OnceLock<Snapshot>,
+    /// See [`Workspace::imported`].
+    imported: OnceLock<ImportedModules>,
     /// The Rust files, as one crate.
     rust: RustFiles,
 }
@@ -70,6 +72,7 @@ impl Workspace {
             root: root.to_path_buf(),
             files: HashMap::new(),
             snapshot: OnceLock::new(),
+            imported: OnceLock::new(),
             rust: RustFiles::default(),
         };
         let found = discover(&[root.to_path_buf()], settings).files;
@@ -87,14 +90,16 @@ impl Workspace {
             })
             .collect();
         workspace.files.extend(entries);
-        // Files with no stream code that the modules call helpers of, as a run indexes them.
-        let imported = ImportedModules::of(workspace.modules());
+        // Files with no stream code that the modules call helpers of, as a run indexes them
+        // (from all the modules now there, not from what the pass above may have asked).
+        workspace.imported = OnceLock::new();
+        let imported = workspace.imported();
         let helpers: Vec<(PathBuf, Entry)> = found
             .par_iter()
             .filter(|p| Language::of(p) == Some(Language::Python))
             .filter(|p| !workspace.files.contains_key(p.as_path()))
             .filter_map(|path| {
-                let entry = workspace.helper_from_disk(path, &imported, settings)?;
+                let entry = workspace.helper_from_disk(path, imported, settings)?;
                 Some((path.clone(), entry))
             })
             .collect();
@@ -102,11 +107,14 @@ impl Workspace {
         workspace
     }
 
-    /// The modules with stream code the project holds.
-    fn modules(&self) -> impl Iterator<Item = &ModuleIndex> {
-        self.files.values().filter_map(|e| match &e.slot {
-            Slot::Module(m) if !m.helpers_only() => Some(m.as_ref()),
-            _ => None,
+    /// The modules the project's modules with stream code call helpers of (made when first
+    /// needed, and again after a module's index changes).
+    fn imported(&self) -> &ImportedModules {
+        self.imported.get_or_init(|| {
+            ImportedModules::of(self.files.values().filter_map(|e| match &e.slot {
+                Slot::Module(m) if !m.helpers_only() => Some(m.as_ref()),
+                _ => None,
+            }))
         })
     }
 
@@ -179,8 +187,7 @@ impl Workspace {
             return Some(self.package_entry(path, Some(text)));
         }
         // A module the project's modules call helpers of (see `Workspace::scan`).
-        let imported = ImportedModules::of(self.modules());
-        imported
+        self.imported()
             .names(&self.module_name(path))
             .then(|| self.helper_entry(path, text, settings))
     }
@@ -209,9 +216,7 @@ impl Workspace {
             None => match load(path, settings, false) {
                 Loaded::Text(t) => self.entry(path, &t.source, settings),
                 Loaded::Package(_) => Some(self.package_entry(path, None)),
-                Loaded::Done(_) => {
-                    self.helper_from_disk(path, &ImportedModules::of(self.modules()), settings)
-                }
+                Loaded::Done(_) => self.helper_from_disk(path, self.imported(), settings),
             },
         };
         let interface = |e: Option<&Entry>| match e.map(|e| &e.slot) {
@@ -221,6 +226,11 @@ impl Workspace {
         };
         let before = interface(self.files.get(path));
         let after = interface(entry.as_ref());
+        // What the modules with stream code call helpers of may have changed with this one.
+        let checked = |e: Option<&Entry>| matches!(e.map(|e| &e.slot), Some(Slot::Module(m)) if !m.helpers_only());
+        if checked(self.files.get(path)) || checked(entry.as_ref()) {
+            self.imported = OnceLock::new();
+        }
         self.keep_snapshot(path, entry.as_ref());
         match entry {
             Some(entry) => self.files.insert(path.to_path_buf(), entry),

@@ -629,7 +629,6 @@ impl ApiModel {
                 })
     }
 
-    /// Classify a call by the qualified name of its callee.
     /// Is `qualified` a `torch` function that makes no tensor and keeps nothing it is given
     /// (`torch.device(..)`, `torch.finfo(dtype)`)? Its result is not a value of the contract.
     pub fn makes_no_tensor(qualified: &str) -> bool {
@@ -638,6 +637,7 @@ impl ApiModel {
             .is_some_and(|rest| NON_TENSOR_FUNCTIONS.contains(&rest))
     }
 
+    /// Classify a call by the qualified name of its callee.
     pub fn classify(&self, qualified: &str) -> Option<ApiCall> {
         let last = qualified.rsplit('.').next().unwrap_or(qualified);
         if self.stream_factories.contains(qualified) {

@@ -35,9 +35,9 @@ struct Candidate {
 /// than a parse: a run indexes every file before it lowers any, and keeps of each only this
 /// (the text of its small and stream functions, not the whole text or tree).
 pub struct ModuleIndex {
-    /// Dotted module name (`pkg.sub.mod`; a package's `__init__.py` is `pkg.sub`).
     /// Indexed only for the helpers checked modules call from it (see [`Self::of_helpers`]).
     helpers_only: bool,
+    /// Dotted module name (`pkg.sub.mod`; a package's `__init__.py` is `pkg.sub`).
     pub name: String,
     pub imports: Imports,
     /// Every function defined at the top level of the module.

@@ -235,13 +235,12 @@ impl ClassSummary {
         }
         // Streams held from a class of the module that makes them count too: they are the
         // object's own once resolved (see `resolve_held_streams`).
-        let held = summary.methods.values().flat_map(|m| &m.held_streams);
         let own: FxHashSet<&str> = summary
             .attrs
             .iter()
             .filter(|(_, kind)| **kind == AttrKind::Stream)
             .map(|(attr, _)| attr)
-            .chain(held.map(|(attr, ..)| attr))
+            .chain(&held_streams)
             .filter_map(|attr| attr.strip_prefix("self."))
             .collect();
         let mut may_be_ordered = FxHashSet::default();

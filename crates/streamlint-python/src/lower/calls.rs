@@ -1120,23 +1120,18 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// Is `name` (the last part of a callee's name) a method of the body's own class (its code
-    /// is the class's, not a submodule's), named for keeping its arguments (`push_tensor`,
-    /// `enqueue_copy`, `store`), or a class (`Adam`, `optimizer_class`: a constructor keeps what
-    /// it is given)?
-    fn stores_rather_than_computes(&self, name: &str) -> bool {
+    /// Is `name` (the last part of a callee's name) named for keeping its arguments
+    /// (`push_tensor`, `enqueue_copy`, `store`), or a class (`Adam`, `optimizer_class`: a
+    /// constructor keeps what it is given)? (The class's own methods are applied through its
+    /// summary before this.)
+    fn stores_rather_than_computes(name: &str) -> bool {
         const KEEPING: [&str; 13] = [
             "push", "put", "append", "add", "set", "store", "save", "register", "stash", "insert",
             "cache", "extend", "enqueue",
         ];
         let class = names_a_class(name) || name.ends_with("class") || name.ends_with("cls");
         let name = name.trim_start_matches('_');
-        class
-            || KEEPING.iter().any(|verb| name.starts_with(verb))
-            || self
-                .own_methods
-                .iter()
-                .any(|d| d.name.trim_start_matches('_') == name)
+        class || KEEPING.iter().any(|verb| name.starts_with(verb))
     }
 
     /// A call of a module or callable object (`self.encoder(x)`, `model(x)`): its first
@@ -1163,9 +1158,9 @@ impl<'a> Lowerer<'a> {
             .unwrap_or("");
         let kind = if last.contains("backward") || last == "grad" {
             Callee::LocalFunction
-        } else if self.stores_rather_than_computes(last) {
-            // `group.push_tensor(tag, state)`, `self._num_bytes(t)`: a method that files its
-            // arguments away or asks them for their size is not a module computing on them.
+        } else if Self::stores_rather_than_computes(last) {
+            // `group.push_tensor(tag, state)`, `optimizer_class(params)`: what files its
+            // arguments away is not a module computing on them.
             Callee::Keeping
         } else {
             Callee::Module

@@ -11,7 +11,7 @@
 //! lowered on its own: the graph drops such findings from the caller
 //! (`Body::inlined_calls`).
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use streamlint_graph::{BufferId, Memory, OpKind, Owner, ReleaseCause, Span};
 
@@ -39,6 +39,7 @@ pub(super) struct CallerState<'a> {
     result: Option<Value>,
     restores_stream: bool,
     declared_globals: Vec<String>,
+    dict_locals: FxHashSet<String>,
 }
 
 /// What the callee's `**kwargs` receives from a call: the keywords no named parameter takes, and
@@ -171,10 +172,9 @@ impl<'a> Lowerer<'a> {
 
     /// The method of the body's own class a call `self.m(..)` names, to be lowered in place as a
     /// helper of the module is: its code runs on the same object, so what it does to `self`'s
-    /// streams, events and tensors happens at the call. Plain methods only (a property, a static
-    /// or class method, a generator, one with local helpers are not), not already being lowered,
-    /// within the depth cap;
-    /// and only where `self` is the body's own object.
+    /// streams, events and tensors happens at the call. Plain and static methods only (not a
+    /// property, a class method, a generator, or one with local helpers), not already being
+    /// lowered, within the depth cap, and only where `self` is the body's own object.
     pub(super) fn own_method(&self, func: &Expr) -> Option<Resolved<'a>> {
         let Expr::Attribute { value, attr, .. } = func else {
             return None;
@@ -302,6 +302,7 @@ impl<'a> Lowerer<'a> {
             result: self.inline_result.take(),
             restores_stream: std::mem::replace(&mut self.restores_stream, false),
             declared_globals: std::mem::take(&mut self.declared_globals),
+            dict_locals: std::mem::take(&mut self.dict_locals),
         };
         // From here on names are the callee's; a method sees the object's attributes as they are.
         if method {
@@ -347,6 +348,7 @@ impl<'a> Lowerer<'a> {
         self.forwarded = saved.forwarded;
         self.restores_stream = saved.restores_stream;
         self.declared_globals = saved.declared_globals;
+        self.dict_locals = saved.dict_locals;
         let start = CallStart {
             arguments: first_argument,
             callee: first_buffer,
@@ -381,6 +383,7 @@ impl<'a> Lowerer<'a> {
         std::mem::swap(&mut self.inline_result, &mut other.result);
         std::mem::swap(&mut self.restores_stream, &mut other.restores_stream);
         std::mem::swap(&mut self.declared_globals, &mut other.declared_globals);
+        std::mem::swap(&mut self.dict_locals, &mut other.dict_locals);
     }
 
     /// Tensors the callee made and returned are named by the name the call's value is assigned

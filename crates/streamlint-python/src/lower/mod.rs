@@ -145,8 +145,8 @@ enum Callee {
     /// A submodule or callable object (`self.encoder(x)`, `model(x)`): a tensor computed on the
     /// current stream.
     Module,
-    /// A method that files its arguments away or asks them their size (`group.push_tensor(tag,
-    /// t)`, `self._num_bytes(t)`): a module call that computes on device inputs only.
+    /// A method or class that files its arguments away (`group.push_tensor(tag, t)`,
+    /// `optimizer_class(params)`): a module call that computes on device inputs only.
     Keeping,
     /// A function of this module: work on the current stream, returning who knows what.
     LocalFunction,
