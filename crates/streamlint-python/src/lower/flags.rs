@@ -2,6 +2,7 @@
 //! paths taking one branch of the first and the other of the second are not lowered.
 
 use super::*;
+use crate::syntax::is_name_byte;
 
 /// Names a function body binds exactly once, to `True` or `False` (a disabled experiment, a
 /// feature switch): the branches they guard are decided. Nested functions are scopes of their
@@ -66,7 +67,7 @@ pub(super) fn bindings(body: &[Stmt]) -> FxHashMap<String, (usize, Option<bool>)
 /// The flags that `if` and `elif` tests of `stmts` are made of (`if overlap:`, `if not overlap:`,
 /// `if self.indexer is not None and side is not None:`), at any depth of nested blocks but not
 /// in nested functions.
-pub(super) fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
+pub(super) fn tested_flags(stmts: &[Stmt], cx: &ModuleContext, out: &mut Vec<String>) {
     for s in stmts {
         // `stream = self.side if self.use_streams else current`: a choice made by a flag.
         if let Stmt::Assign {
@@ -74,14 +75,14 @@ pub(super) fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
             ..
         } = s
         {
-            flags_of_test(test, out);
+            flags_of_test(test, cx, out);
         }
         if let Stmt::If {
             test, body, orelse, ..
         } = s
         {
             let mut found = Vec::new();
-            flags_of_test(test, &mut found);
+            flags_of_test(test, cx, &mut found);
             // `if side is not None: main.wait_stream(side)` is taken as run (see
             // `orders_only_what_it_tests`).
             if orelse.is_empty() && orders_only_what_it_tests(test, body, &FxHashMap::default()) {
@@ -91,19 +92,64 @@ pub(super) fn tested_flags(stmts: &[Stmt], out: &mut Vec<String>) {
         }
         s.blocks()
             .into_iter()
-            .for_each(|block| tested_flags(block, out));
+            .for_each(|block| tested_flags(block, cx, out));
     }
 }
 
 /// The flags a test is made of: itself, what it negates, and each operand of an `and`.
-fn flags_of_test(test: &Expr, out: &mut Vec<String>) {
+fn flags_of_test(test: &Expr, cx: &ModuleContext, out: &mut Vec<String>) {
     match test {
         Expr::Operator {
             op: Operator::Not | Operator::And,
             operands,
             ..
-        } => operands.iter().for_each(|o| flags_of_test(o, out)),
-        other => out.extend(flag_key(other)),
+        } => operands.iter().for_each(|o| flags_of_test(o, cx, out)),
+        other => out.extend(flag_key(other, cx)),
+    }
+}
+
+/// The conjuncts of a test that are flags, each with the value its flag takes where the
+/// conjunct holds: `a and not b and x is not None` gives `(a, true)`, `(b, false)`,
+/// `(x is None, false)`. Conjuncts that are not flags are left out.
+fn conjunct_literals(test: &Expr, cx: &ModuleContext, out: &mut Vec<(String, bool)>) {
+    match test {
+        Expr::Operator {
+            op: Operator::And,
+            operands,
+            ..
+        } => operands
+            .iter()
+            .for_each(|o| conjunct_literals(o, cx, out)),
+        Expr::Operator {
+            op: Operator::Not,
+            operands,
+            ..
+        } => {
+            if let [atom] = operands.as_slice() {
+                out.extend(flag_key(atom, cx).map(|k| (k, false)));
+            }
+        }
+        Expr::Operator {
+            op: Operator::IsNot,
+            ..
+        } => out.extend(flag_key(test, cx).map(|k| (k, false))),
+        other => out.extend(flag_key(other, cx).map(|k| (k, true))),
+    }
+}
+
+/// The tests of `stmt` (its `if`/`elif` tests at any depth, a conditional expression choosing
+/// what it assigns), in the order they run.
+fn tests_of<'s>(stmt: &'s Stmt, out: &mut Vec<&'s Expr>) {
+    match stmt {
+        Stmt::Assign {
+            value: Expr::IfExp { test, .. },
+            ..
+        } => out.push(test),
+        Stmt::If { test, .. } => out.push(test),
+        _ => {}
+    }
+    for block in stmt.blocks() {
+        block.iter().for_each(|s| tests_of(s, out));
     }
 }
 
@@ -114,12 +160,17 @@ fn flags_of_test(test: &Expr, out: &mut Vec<String>) {
 /// whether a name or an attribute is `None` (`self.indexer is not None`: a part the object was
 /// built with or without). Two tests with one key agree within a block that does not assign what
 /// they test; other attributes and calls can change in between, so they are not flags.
-pub(super) fn flag_key(test: &Expr) -> Option<String> {
+pub(super) fn flag_key(test: &Expr, cx: &ModuleContext) -> Option<String> {
     match test {
         Expr::Name { id, .. } => Some(id.clone()),
-        Expr::Attribute { value, .. } if matches!(value.as_ref(), Expr::Name { id, .. } if id == "self") => {
-            test.dotted()
-        }
+        // `self.overlap_comm`, and a part's setting (`self.rotary_emb.is_neox_style`): the
+        // object holds the part for its lifetime (see `Lowerer::setting`).
+        Expr::Attribute { .. } => test.dotted().filter(|d| d.starts_with("self.")),
+        Expr::Operator {
+            op: Operator::Arithmetic,
+            operands,
+            ..
+        } => comparison_key(operands, cx),
         Expr::Call {
             func,
             args,
@@ -147,6 +198,62 @@ pub(super) fn flag_key(test: &Expr) -> Option<String> {
         },
         _ => None,
     }
+}
+
+/// `k > 0`, `x.shape[0] == 0`, `self.num_shared == 0`, `len(batch) > 1`: a comparison of a value
+/// the function does not change with a constant, keyed by its text without spaces. Two such
+/// tests agree like two tests of one flag.
+fn comparison_key(operands: &[Expr], cx: &ModuleContext) -> Option<String> {
+    fn constant(e: &Expr) -> bool {
+        matches!(
+            e,
+            Expr::Constant {
+                value: Constant::Int(_) | Constant::Str(_) | Constant::Bool(_),
+                ..
+            }
+        )
+    }
+    fn subject(e: &Expr) -> bool {
+        match e {
+            Expr::Subscript { value, index, .. } => constant(index) && subject(value),
+            Expr::Call { func, args, keywords, .. } => {
+                matches!(func.as_ref(), Expr::Name { id, .. } if id == "len")
+                    && keywords.is_empty()
+                    && matches!(args.as_slice(), [arg] if subject(arg))
+            }
+            other => other.dotted().is_some(),
+        }
+    }
+    let [left, right] = operands else {
+        return None;
+    };
+    if !(subject(left) && constant(right) || constant(left) && subject(right)) {
+        return None;
+    }
+    let operator = cx.text(Span::new(left.span().end, right.span().start));
+    let operator: Vec<u8> = operator.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
+    const COMPARISONS: [&[u8]; 6] = [b"==", b"!=", b"<", b"<=", b">", b">="];
+    if !COMPARISONS.contains(&operator.as_slice()) {
+        return None;
+    }
+    let text = cx.text(Span::new(left.span().start, right.span().end));
+    let key: String = String::from_utf8_lossy(text)
+        .chars()
+        .filter(|c| !c.is_whitespace())
+        .collect();
+    (!key.is_empty()).then_some(key)
+}
+
+/// What a flag's key is about: the name or attribute chain it starts with (`self.overlap_comm`
+/// for `self.overlap_comm`, `x.shape` for `x.shape[0]>0`, `self.indexer` for `self.indexer is
+/// None`).
+fn key_subject(key: &str) -> &str {
+    let key = key.strip_suffix(IS_NONE).unwrap_or(key);
+    let end = key
+        .bytes()
+        .position(|b| !(is_name_byte(b) || b == b'.'))
+        .unwrap_or(key.len());
+    &key[..end]
 }
 
 /// A call without arguments whose name asks a question of the configuration or the device
@@ -209,13 +316,16 @@ const IS_NONE: &str = " is None";
 /// Does any statement of `stmts` bind what the flag `key` tests (a name, or the attribute a
 /// `None` test is about)?
 pub(super) fn assigns(stmts: &[Stmt], key: &str) -> bool {
-    let subject = key.strip_suffix(IS_NONE).unwrap_or(key);
-    if !subject.contains('.') {
-        return bindings(stmts).contains_key(subject);
+    let subject = key_subject(key);
+    let root = subject.split('.').next().unwrap_or(subject);
+    if root != "self" && bindings(stmts).contains_key(root) {
+        return true;
     }
     let mut found = false;
     visit_assignments(stmts, &mut |target| {
-        found |= target.dotted().as_deref() == Some(subject);
+        found |= target
+            .dotted()
+            .is_some_and(|t| t == subject || subject.starts_with(&format!("{t}.")));
     });
     found
 }
@@ -246,30 +356,35 @@ impl<'a> Lowerer<'a> {
     /// only by their first operand (which short-circuits the rest) or by all of them.
     pub(super) fn decided_flag(&self, test: &Expr) -> Option<bool> {
         let Expr::Operator { op, operands, .. } = test else {
-            return self.flags.get(&flag_key(test)?).copied();
+            return self.flags.get(&flag_key(test, &self.cx)?).copied();
         };
         let short_circuit = match op {
             Operator::Not => return self.decided_flag(operands.first()?).map(|v| !v),
             Operator::Is | Operator::IsNot => {
                 let is_none = self
                     .decided_none_test(operands)
-                    .or_else(|| self.flags.get(&flag_key(test)?).copied());
+                    .or_else(|| self.flags.get(&flag_key(test, &self.cx)?).copied());
                 return if *op == Operator::Is {
                     is_none
                 } else {
                     is_none.map(|v| !v)
                 };
             }
+            Operator::Arithmetic => return self.flags.get(&flag_key(test, &self.cx)?).copied(),
             Operator::And => false,
             Operator::Or => true,
             _ => return None,
         };
-        let first = self.decided_flag(operands.first()?);
-        if first == Some(short_circuit) {
-            return first;
+        // Flags do not change while the test runs, so one operand that decides an `and` (false)
+        // or an `or` (true) decides it wherever it stands.
+        let values: Vec<Option<bool>> = operands.iter().map(|e| self.decided_flag(e)).collect();
+        if values.contains(&Some(short_circuit)) {
+            return Some(short_circuit);
         }
-        let all: Option<Vec<bool>> = operands.iter().map(|e| self.decided_flag(e)).collect();
-        all.map(|values| values.contains(&short_circuit) == short_circuit)
+        values
+            .iter()
+            .all(Option::is_some)
+            .then_some(!short_circuit)
     }
 
     /// `x is None` where the name holds a stream (`stream = get_side_stream()`) or `None`. A
@@ -298,17 +413,19 @@ impl<'a> Lowerer<'a> {
         }
     }
 
-    /// A name that the first of `stmts` tests (`if overlap:`, also in a nested `if` or an
-    /// `elif`) and a later statement of the same block tests again, with no assignment to it in
-    /// the block: the two tests agree, so the paths that take one branch of the first and the
-    /// other of the second cannot run.
-    pub(super) fn correlated_flag(&self, stmts: &[Stmt]) -> Option<String> {
+    /// Flags that the first of `stmts` tests (`if overlap:`, also in a nested `if` or an
+    /// `elif`) and a later test of the same block tests again, with no assignment to them in the
+    /// block: the tests agree, so the paths that take one branch of the first and the other of
+    /// the second cannot run. The flags come as the later test's conjuncts, each with the value
+    /// under which it holds (`if a and not b:` gives `(a, true)`, `(b, false)`), to be split on
+    /// together (see [`Self::split_on`]).
+    pub(super) fn correlated_flags(&self, stmts: &[Stmt]) -> Option<Vec<(String, bool)>> {
         if self.flag_splits >= MAX_FLAG_SPLITS || self.splits_made >= MAX_SPLITS_PER_BODY {
             return None;
         }
         let (first, rest) = stmts.split_first()?;
         let mut here = Vec::new();
-        tested_flags(std::slice::from_ref(first), &mut here);
+        tested_flags(std::slice::from_ref(first), &self.cx, &mut here);
         // Tests already decided (a name holding a stream is not `None`) need no split, nor do
         // tests of whether a stream exists: a stream that may be `None` counts as there (see
         // `decided_none_test`). `None` tests are everywhere (`if bias is not None:`): a split on
@@ -322,7 +439,7 @@ impl<'a> Lowerer<'a> {
                         || inline::stream_like(subject, "")
                         || !guards_stream_code()
                 }
-                None => (n.starts_with("self.") || n.ends_with(')')) && !guards_stream_code(),
+                None => (n.starts_with("self.") || n.contains(')')) && !guards_stream_code(),
             };
             !self.flags.contains_key(n) && !needless_split && self.setting(n)
         });
@@ -332,12 +449,18 @@ impl<'a> Lowerer<'a> {
         // A split pays only where a later test of the flag guards stream code: other tests of it
         // (`if flag: x = x * 2`) decide nothing the rules look at, and splitting on them would
         // use up the splits that correlated stream code needs.
-        let mut later = Vec::new();
+        let mut tests = Vec::new();
         for stmt in rest.iter().filter(|s| self.touches_streams(s)) {
-            tested_flags(std::slice::from_ref(stmt), &mut later);
+            tests_of(stmt, &mut tests);
         }
-        here.into_iter()
-            .find(|n| later.contains(n) && !assigns(stmts, n))
+        tests.into_iter().find_map(|test| {
+            let mut literals = Vec::new();
+            conjunct_literals(test, &self.cx, &mut literals);
+            literals.retain(|(key, _)| here.contains(key) && !assigns(stmts, key));
+            literals.dedup_by(|a, b| a.0 == b.0);
+            literals.truncate(MAX_SPLITS_PER_BODY);
+            (!literals.is_empty()).then_some(literals)
+        })
     }
 
     /// Does the statement (an `if`, or an assignment choosing by a flag) mention a stream or
@@ -377,28 +500,43 @@ impl<'a> Lowerer<'a> {
         if !key.starts_with("self.") || key.ends_with(IS_NONE) {
             return true;
         }
-        self.class.is_some_and(|c| !c.reassigned.contains(key))
+        // `self.rotary_emb.is_neox_style`: the part `self.rotary_emb` is what the class holds.
+        let subject = key_subject(key);
+        let attribute = subject
+            .match_indices('.')
+            .nth(1)
+            .map_or(subject, |(end, _)| &subject[..end]);
+        self.class
+            .is_some_and(|c| !c.reassigned.iter().any(|r| r == attribute))
     }
 
-    /// Lower `stmts` once with `flag` true and once with it false, and join: its tests agree
-    /// on each path.
-    pub(super) fn split_on(&mut self, flag: String, stmts: &[Stmt]) {
-        // Both paths may split as often again: the limit is on splits one inside the other.
+    /// Lower `stmts` once per way the conjunction of `literals` can turn out, and join: the
+    /// tests of each flag agree on each path. The paths are: all literals hold, or the first `i`
+    /// hold and the next fails (the flags after it are left open, both ways lowered where they
+    /// are tested). One literal gives the two paths of one flag.
+    pub(super) fn split_on(&mut self, literals: Vec<(String, bool)>, stmts: &[Stmt]) {
+        // Every path may split as often again: the limit is on splits one inside the other.
         let outer_splits = self.flag_splits;
-        self.splits_made += 1;
+        self.splits_made += literals.len();
         let from = self.b.current();
         let (env, current, produced) = (self.env.clone(), self.current, self.produced.clone());
         let mut ends = Vec::new();
         let mut produced_on_some_path = produced.clone();
-        for value in [true, false] {
+        for failing in (0..=literals.len()).rev() {
             self.branch(from);
             self.env = env.clone();
             self.current = current;
             self.produced = produced.clone();
-            self.flags.insert(flag.clone(), value);
+            for (i, (key, holds)) in literals.iter().enumerate().take(failing + 1) {
+                if i < literals.len() {
+                    self.flags.insert(key.clone(), if i == failing { !holds } else { *holds });
+                }
+            }
             self.flag_splits = outer_splits + 1;
             self.stmts(stmts);
-            self.flags.remove(&flag);
+            for (key, _) in &literals {
+                self.flags.remove(key);
+            }
             produced_on_some_path.extend(self.produced.iter().copied());
             ends.push((self.b.current(), std::mem::take(&mut self.env)));
         }
@@ -407,7 +545,9 @@ impl<'a> Lowerer<'a> {
             self.b.edge(*end, join);
         }
         self.b.switch_to(join);
-        self.env = merge_env(&ends[0].1, &ends[1].1);
+        let mut envs = ends.into_iter().map(|(_, env)| env);
+        let first = envs.next().unwrap_or_default();
+        self.env = envs.fold(first, |merged, env| merge_env(&merged, &env));
         self.produced = produced_on_some_path;
         self.flag_splits = outer_splits;
     }

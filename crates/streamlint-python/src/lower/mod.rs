@@ -1028,8 +1028,8 @@ impl<'a> Lowerer<'a> {
                 captured_until = end + 1;
                 continue;
             }
-            if let Some(flag) = self.correlated_flag(&stmts[i..]) {
-                return self.split_on(flag, &stmts[i..]);
+            if let Some(literals) = self.correlated_flags(&stmts[i..]) {
+                return self.split_on(literals, &stmts[i..]);
             }
             if scoped.iter().any(|p| p.set == i) {
                 before_set[i] = Some(self.current);
