@@ -44,6 +44,10 @@ pub struct EventState {
 pub struct BufferState {
     /// The stream whose allocator pool the memory belongs to.
     pub alloc_stream: StreamId,
+    /// The allocation streams of other paths that meet here (`stream = side if overlap else
+    /// current` before the allocation): a later use on any of them may be on another stream than
+    /// the pool's.
+    pub alloc_elsewhere: BTreeSet<StreamId>,
     pub produced_at: OpId,
     pub how: Production,
     /// The write(s) the next reader must be ordered after (several after a join).
@@ -94,7 +98,9 @@ impl DeviceTested {
 impl BufferState {
     /// Does the meet with `other` leave this state as it is?
     fn within(&self, other: &BufferState) -> bool {
-        self.writes.is_subset(&other.writes)
+        self.alloc_stream == other.alloc_stream
+            && self.alloc_elsewhere.is_subset(&other.alloc_elsewhere)
+            && self.writes.is_subset(&other.writes)
             && self.reads.is_subset(&other.reads)
             && self.uses.is_subset(&other.uses)
             && other.recorded.is_subset(&self.recorded)
@@ -189,10 +195,25 @@ impl State {
     /// not cover: no `record_stream` of that stream, no host sync after the use, and no wait of
     /// the allocation stream on the use (the reverse-wait discipline).
     pub fn uncovered_uses(&self, buffer: BufferId) -> Vec<(StreamId, OpId)> {
-        let Some(b) = self.buffer(buffer) else {
-            return Vec::new();
-        };
-        self.uncovered_uses_on(buffer, b.alloc_stream)
+        let mut uses: Vec<_> = self
+            .pools(buffer)
+            .into_iter()
+            .flat_map(|pool| self.uncovered_uses_on(buffer, pool))
+            .collect();
+        uses.sort_unstable();
+        uses.dedup();
+        uses
+    }
+
+    /// The streams whose pool the buffer's memory belongs to, on the paths here: its allocation
+    /// stream, then those of other paths that met here (`stream = side if overlap else current`
+    /// before the allocation).
+    pub fn pools(&self, buffer: BufferId) -> Vec<StreamId> {
+        self.buffer(buffer).map_or_else(Vec::new, |b| {
+            std::iter::once(b.alloc_stream)
+                .chain(b.alloc_elsewhere.iter().copied())
+                .collect()
+        })
     }
 
     /// The same, for memory freed in stream order on `free_stream`.
@@ -361,6 +382,7 @@ impl State {
                     buffer,
                     Rc::new(BufferState {
                         alloc_stream: stream,
+                        alloc_elsewhere: BTreeSet::new(),
                         produced_at: id,
                         how,
                         writes: one.clone(),
@@ -599,9 +621,22 @@ impl State {
                 Some(ours) if Rc::ptr_eq(ours, theirs) || theirs.within(ours) => {}
                 Some(ours) => {
                     let ours = Rc::make_mut(ours);
+                    let mut their_uses = theirs.uses.clone();
+                    if ours.alloc_stream != theirs.alloc_stream {
+                        // One value allocated on two streams, by path: what each path used it
+                        // for on its own pool's stream is freed in that order there, and is no
+                        // use on another stream for the path allocating elsewhere.
+                        ours.uses.retain(|(s, _)| *s != ours.alloc_stream);
+                        their_uses.retain(|(s, _)| *s != theirs.alloc_stream);
+                        ours.alloc_elsewhere.insert(theirs.alloc_stream);
+                    }
+                    ours.alloc_elsewhere
+                        .extend(theirs.alloc_elsewhere.iter().copied());
+                    let alloc = ours.alloc_stream;
+                    ours.alloc_elsewhere.remove(&alloc);
                     ours.writes.extend(theirs.writes.iter().copied());
                     ours.reads.extend(theirs.reads.iter().copied());
-                    ours.uses.extend(theirs.uses.iter().copied());
+                    ours.uses.extend(their_uses);
                     // A `record_stream` keeps the memory only on the paths that make it; where the
                     // value is `None` instead (`if t is not None: t.record_stream(s)`), that path
                     // holds no state of it (`OpKind::Absent`) and this one decides.

@@ -147,22 +147,37 @@ impl MissingRecordStream {
             return;
         }
         // Work on a stream without a name is SL005's.
-        let alloc = free_stream.unwrap_or(b.alloc_stream);
-        let uncovered: Vec<_> = state
-            .uncovered_uses_on(buffer, alloc)
-            .into_iter()
-            .filter(|(s, _)| !cx.is_temporary(*s))
-            .filter(|&(s, u)| match site {
-                // An event recorded after the work and handed to the caller hands the ordering
-                // over; work of a callee lowered in place on a stream it made itself is the
-                // callee's finding (on the caller's stream, made current around the call, the
-                // callee alone sees nothing).
-                ReleaseSite::BackToCaller(_) => !state.handed_off(u) && !cx.callees_own_work(s, u),
-                // An event handed to the caller is not given to the code the value goes back to.
-                ReleaseSite::BackToUnseenCode(_) => !cx.callees_own_work(s, u),
-                _ => true,
-            })
-            .collect();
+        // Memory allocated on another stream on some path goes back to that stream's pool there:
+        // the first pool with a use it does not cover is the one the finding is about.
+        let pools = match free_stream {
+            Some(stream) => vec![stream],
+            None => state.pools(buffer),
+        };
+        let uncovered_in = |alloc: StreamId| -> Vec<_> {
+            state
+                .uncovered_uses_on(buffer, alloc)
+                .into_iter()
+                .filter(|(s, _)| !cx.is_temporary(*s))
+                .filter(|&(s, u)| match site {
+                    // An event recorded after the work and handed to the caller hands the
+                    // ordering over; work of a callee lowered in place on a stream it made itself
+                    // is the callee's finding (on the caller's stream, made current around the
+                    // call, the callee alone sees nothing).
+                    ReleaseSite::BackToCaller(_) => {
+                        !state.handed_off(u) && !cx.callees_own_work(s, u)
+                    }
+                    // An event handed to the caller is not given to the code the value goes
+                    // back to.
+                    ReleaseSite::BackToUnseenCode(_) => !cx.callees_own_work(s, u),
+                    _ => true,
+                })
+                .collect()
+        };
+        let (alloc, uncovered) = pools
+            .iter()
+            .map(|&pool| (pool, uncovered_in(pool)))
+            .find(|(_, uncovered)| !uncovered.is_empty())
+            .unwrap_or((b.alloc_stream, Vec::new()));
         if cx.is_temporary(alloc) {
             return;
         }

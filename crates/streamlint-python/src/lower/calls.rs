@@ -1084,6 +1084,10 @@ impl<'a> Lowerer<'a> {
                     // `obj.record_stream(s)` on something not known as a tensor: not ours to judge.
                     return Value::Unknown;
                 }
+                if returns_the_module(method) && constructs_object(receiver) {
+                    // `Net().cuda().eval()`: the module just built, not a value of the contract.
+                    return Value::Unknown;
+                }
                 if matches!(receiver, Expr::Name { id, .. } if id == "self") {
                     // `self.encoder(x)`: a submodule.
                     return self.module_call(Some(method.to_string()), vals, args.len(), span);

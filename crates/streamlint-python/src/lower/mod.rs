@@ -94,12 +94,27 @@ fn host_named(name: &str) -> bool {
 
 /// Does the expression call a class other than the tensor types (`Net()`, `nn.Linear(4, 4)`),
 /// making an object? `.cuda()` or `.to(device)` on one moves a module's parameters and returns
-/// the module, not a tensor.
+/// the module, not a tensor. A choice between two such calls (`(A() if native else B())`) makes
+/// one either way, and so does a module method that returns the module (`Net().cuda().eval()`).
 fn constructs_object(expr: &Expr) -> bool {
-    let Expr::Call { func, .. } = expr else {
-        return false;
-    };
-    func.dotted().is_some_and(|name| names_a_class(&name))
+    match expr {
+        Expr::Call { func, .. } => match func.as_ref() {
+            Expr::Attribute { value, attr, .. } if returns_the_module(attr) => {
+                constructs_object(value)
+            }
+            other => other.dotted().is_some_and(|name| names_a_class(&name)),
+        },
+        Expr::IfExp { body, orelse, .. } => constructs_object(body) && constructs_object(orelse),
+        _ => false,
+    }
+}
+
+/// Methods of `nn.Module` that return the module itself, moved or switched.
+pub(super) fn returns_the_module(method: &str) -> bool {
+    matches!(
+        method,
+        "cuda" | "to" | "eval" | "train" | "half" | "float" | "bfloat16" | "requires_grad_"
+    )
 }
 
 /// Is `name` (`Net`, `nn.Linear`, `_Holder`) spelled as a class other than the tensor types?
