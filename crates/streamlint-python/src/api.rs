@@ -646,7 +646,9 @@ impl ApiModel {
         if self.stream_contexts.contains(qualified) {
             return Some(ApiCall::StreamContext);
         }
-        if self.current_stream.contains(qualified) {
+        // A project's own `current_stream()` (vLLM's caches it per thread instead of asking the
+        // runtime each time) is spelled for what it returns.
+        if self.current_stream.contains(qualified) || last == "current_stream" {
             return Some(ApiCall::CurrentStream);
         }
         if self.synchronize_functions.contains(qualified) {
