@@ -180,7 +180,7 @@ impl<'s> Scope<'s> {
                             ..Role::default()
                         }
                     };
-                    self.gather_nested(&f.body, nested, out);
+                    self.gather_nested(&f.body, &f.body, nested, out);
                 }
                 Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
                 Stmt::If { body, orelse, .. } => {
@@ -204,24 +204,46 @@ impl<'s> Scope<'s> {
         }
     }
 
-    /// Closures inside a function, at any depth.
-    fn gather_nested(&self, stmts: &'s [Stmt], role: Role<'s>, out: &mut Vec<Job<'s>>) {
+    /// Closures inside a function, at any depth; `enclosing` is the body of the function that
+    /// defines them.
+    fn gather_nested(
+        &self,
+        enclosing: &'s [Stmt],
+        stmts: &'s [Stmt],
+        role: Role<'s>,
+        out: &mut Vec<Job<'s>>,
+    ) {
         for s in stmts {
             match s {
                 Stmt::Def(f) => {
-                    self.gather_def(f, role.clone(), out);
+                    // A closure its enclosing function only calls, lowering each call in place
+                    // (see `Lowerer::local_function`): defined once, undecorated, not a
+                    // generator, never handed on. Its code is judged there, with the enclosing
+                    // function's streams and the orderings around the call; alone, what it
+                    // returns would be taken to go to an unseen caller.
+                    let lowered_in_place = f.decorators.is_empty()
+                        && !crate::syntax::is_generator(f)
+                        && local_functions(enclosing)
+                            .iter()
+                            .filter(|d| d.name == f.name)
+                            .count()
+                            == 1
+                        && crate::syntax::only_called_by_name(&f.name, enclosing);
+                    if !lowered_in_place {
+                        self.gather_def(f, role.clone(), out);
+                    }
                     let mut inner = role.clone();
                     inner.enclosing_functions.extend(local_functions(&f.body));
                     let enclosing = thread_local_objects(&f.body, self.cx.imports, "");
                     inner.thread_locals.extend(enclosing);
                     inner.captured_names.extend(bound_names(f));
-                    self.gather_nested(&f.body, inner, out);
+                    self.gather_nested(&f.body, &f.body, inner, out);
                 }
                 Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
                 other => other
                     .blocks()
                     .into_iter()
-                    .for_each(|b| self.gather_nested(b, role.clone(), out)),
+                    .for_each(|b| self.gather_nested(enclosing, b, role.clone(), out)),
             }
         }
     }

@@ -476,6 +476,24 @@ pub fn visit_statement_exprs(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(
     }
 }
 
+/// Is every mention of `name` in `stmts` (nested functions included) a call of it by name,
+/// and is there at least one? Then the function so named never leaves the code that calls it.
+pub fn only_called_by_name(name: &str, stmts: &[Stmt]) -> bool {
+    fn count(e: &Expr, name: &str, mentions: &mut usize, calls: &mut usize) {
+        visit_exprs(e, &mut |e| match e {
+            Expr::Name { id, .. } if id == name => *mentions += 1,
+            Expr::Call { func, .. } if matches!(func.as_ref(), Expr::Name { id, .. } if id == name) => {
+                *calls += 1
+            }
+            Expr::Lambda { body, .. } => count(body, name, mentions, calls),
+            _ => {}
+        })
+    }
+    let (mut mentions, mut calls) = (0, 0);
+    visit_statement_exprs(stmts, true, &mut |e, _| count(e, name, &mut mentions, &mut calls));
+    calls > 0 && mentions == calls
+}
+
 /// Call `f` with `expr` and, depth first, each expression inside it.
 pub fn visit_exprs(expr: &Expr, f: &mut dyn FnMut(&Expr)) {
     f(expr);

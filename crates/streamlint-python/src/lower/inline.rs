@@ -277,7 +277,8 @@ impl<'a> Lowerer<'a> {
         let exit = self.b.new_block();
         // A local helper shares the caller's module and, inside a method, its `self`; a method
         // of the class shares both.
-        let local = self.is_local_function(def) || method;
+        let closure = self.is_local_function(def);
+        let local = closure || method;
         let callee_cx = if local {
             self.cx
         } else {
@@ -308,6 +309,12 @@ impl<'a> Lowerer<'a> {
         if method {
             self.env = object_names(&saved.env);
             self.named_streams = object_streams(&saved.named_streams);
+        } else if closure {
+            // A closure reads the enclosing function's names it does not bind itself
+            // (`stream` in `def gather(): with torch.cuda.stream(stream): ...`): the same values,
+            // the same streams.
+            self.env = captured_only(&saved.env, def);
+            self.named_streams = captured_only(&saved.named_streams, def);
         }
         self.inline_stack.push((callee.module, def.span));
         let saved = self.suspend_caller(saved, around, outer);
@@ -336,6 +343,12 @@ impl<'a> Lowerer<'a> {
             // What the method bound on `self` stays bound after the call.
             self.env.extend(object_names(&callee_env));
             self.named_streams.extend(object_streams(&callee_streams));
+        } else if closure {
+            // What the closure did to the objects it shares with the enclosing function (an
+            // attribute set on a loop's item, a tensor appended to its list) stays done.
+            self.env.extend(captured_only(&callee_env, def));
+            self.named_streams
+                .extend(captured_only(&callee_streams, def));
         }
         self.cx = saved.cx;
         self.class = saved.class;
@@ -634,4 +647,25 @@ fn object_streams(
 /// Is the decorator `@staticmethod`?
 pub(crate) fn is_staticmethod(decorator: &Expr) -> bool {
     decorator.dotted().as_deref() == Some("staticmethod")
+}
+
+/// The entries of a closure's scope that belong to its enclosing function: those whose root
+/// name the closure neither binds nor takes as a parameter.
+fn captured_only<'m, K, V, M>(names: &'m M, def: &FunctionDef) -> M
+where
+    K: AsRef<str> + Clone + 'm,
+    V: Clone + 'm,
+    &'m M: IntoIterator<Item = (&'m K, &'m V)>,
+    M: FromIterator<(K, V)>,
+{
+    let own = super::flags::bindings(&def.body);
+    names
+        .into_iter()
+        .filter(|(k, _)| {
+            let k = k.as_ref();
+            let root = k.split('.').next().unwrap_or(k);
+            !own.contains_key(root) && !def.params.iter().any(|p| p.name == root)
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
