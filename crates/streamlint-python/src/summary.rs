@@ -597,12 +597,11 @@ impl Scan<'_> {
                 self.expr(value);
             }
             Stmt::Return { value, .. } => {
-                if self.conditional > 0 {
-                    if self.after_early_return.is_none() {
+                if self.conditional > 0
+                    && self.after_early_return.is_none() {
                         self.branch_count += 1;
                         self.after_early_return = Some(self.branch_count);
                     }
-                }
                 let stream = match value {
                     Some(v) if self.is_current_stream(v) => Some(String::new()),
                     Some(v) => v.dotted().filter(|d| d.starts_with("self.")),

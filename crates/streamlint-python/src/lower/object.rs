@@ -112,7 +112,7 @@ impl<'a> Lowerer<'a> {
         if let Some(returned) = property.and_then(|m| m.returns_stream.as_deref()) {
             return match returned {
                 "" => Some(Value::Stream(self.current)),
-                attr if attr != dotted => self.class_attribute(&attr.to_string(), span),
+                attr if attr != dotted => self.class_attribute(attr, span),
                 _ => None,
             };
         }
