@@ -4,6 +4,7 @@
 pub mod api;
 mod captures;
 mod context;
+mod current_stream_methods;
 mod guards;
 mod hooks;
 mod lower;

@@ -69,6 +69,9 @@ pub struct ModuleIndex {
     /// Stream attributes the module may order on other objects (see
     /// `ordered_streams::streams_of_others_ordered`); read only where it has stream code.
     orders_streams_of_others: Vec<String>,
+    /// Its methods named for a stream, with whether each only returns the current stream (see
+    /// `current_stream_methods`); read only where the module mentions a stream.
+    stream_methods: Vec<(String, bool)>,
 }
 
 impl ModuleIndex {
@@ -195,6 +198,11 @@ impl ModuleIndex {
             },
             saved_tensor_hooks: !marks.saved_tensor_hooks.is_empty(),
             data_loading: !marks.data_loading.is_empty(),
+            stream_methods: if memchr::memmem::find(source.as_bytes(), b"stream").is_some() {
+                crate::current_stream_methods::stream_methods(source)
+            } else {
+                Vec::new()
+            },
         }
     }
 
@@ -570,6 +578,9 @@ pub struct Names {
     function_names: FxHashSet<String>,
     /// Each module under every dotted suffix of its name (see `dotted_suffixes`).
     by_suffix: FxHashMap<String, Vec<usize>>,
+    /// Method names that, wherever the modules define them, only return the current stream
+    /// (see `current_stream_methods`).
+    current_stream_methods: FxHashSet<String>,
 }
 
 impl Names {
@@ -606,11 +617,22 @@ impl Names {
             .iter()
             .flat_map(|m| m.functions.keys().cloned())
             .collect();
+        let stream_methods = modules.iter().flat_map(|m| &m.stream_methods);
+        let not_getters: FxHashSet<&String> = stream_methods
+            .clone()
+            .filter(|(_, getter)| !getter)
+            .map(|(name, _)| name)
+            .collect();
+        let current_stream_methods = stream_methods
+            .filter(|(name, getter)| *getter && !not_getters.contains(name))
+            .map(|(name, _)| name.clone())
+            .collect();
         Names {
             packages,
             package_suffixes,
             function_names,
             by_suffix,
+            current_stream_methods,
         }
     }
 
@@ -642,6 +664,12 @@ pub struct Project<'a> {
 }
 
 impl<'a> Project<'a> {
+    /// Does a method of this name, wherever the project defines it, only return the current
+    /// stream (`buffer.producer_stream()`)?
+    pub fn returns_current_stream(&self, method: &str) -> bool {
+        self.names.current_stream_methods.contains(method)
+    }
+
     /// The project of these modules, and of the packages whose `__init__.py` was left
     /// unparsed: (dotted name, path), read only if a call resolves through them.
     pub fn new(

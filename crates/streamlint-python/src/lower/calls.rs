@@ -496,6 +496,12 @@ impl<'a> Lowerer<'a> {
         if let Some(q) = held_module {
             return self.cx.api.classify(&q).map(|c| (c, q));
         }
+        // `buffer.producer_stream()`: a method the project writes to give the current stream.
+        if let Expr::Attribute { attr, .. } = func {
+            if root_is_local && self.cx.project.returns_current_stream(attr) {
+                return Some((ApiCall::CurrentStream, attr.clone()));
+            }
+        }
         match root.and_then(|r| self.env.get(r)) {
             // `dm.current_stream()` for `dm` bound to a device module.
             Some(Value::Module(module)) => {
