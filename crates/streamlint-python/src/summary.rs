@@ -171,6 +171,7 @@ impl ClassSummary {
                     events_made: Vec::new(),
                     after_early_return: None,
                     current_names: FxHashSet::default(),
+                    stream_classes: FxHashSet::default(),
                     method: MethodSummary::default(),
                     recorded_on: &mut recorded_on,
                     recorded_on_every_path: &mut recorded_on_every_path,
@@ -533,6 +534,9 @@ struct Scan<'a> {
     after_early_return: Option<usize>,
     /// Local names bound to the current stream (`cur = torch.cuda.current_stream()`).
     current_names: FxHashSet<String>,
+    /// Local names bound to a stream class, not called (`stream_cls =
+    /// get_accelerator().Stream`): calling one makes a stream.
+    stream_classes: FxHashSet<String>,
     method: MethodSummary,
     /// Event attributes and the stream attribute they are recorded on, across the class, on
     /// some path.
@@ -546,7 +550,33 @@ struct Scan<'a> {
 
 impl Scan<'_> {
     fn call_kind(&self, expr: &Expr) -> Option<ApiCall> {
-        call_kind(self.api, self.imports, expr)
+        match expr {
+            Expr::Call { func, .. }
+                if matches!(func.as_ref(), Expr::Name { id, .. } if self.stream_classes.contains(id)) =>
+            {
+                Some(ApiCall::StreamFactory)
+            }
+            Expr::IfExp { body, orelse, .. } => {
+                self.call_kind(body).or_else(|| self.call_kind(orelse))
+            }
+            _ => call_kind(self.api, self.imports, expr),
+        }
+    }
+
+    /// Is `expr` a stream class itself, not called (`torch.cuda.Stream`,
+    /// `get_accelerator().Stream`), or one where a device has streams (`torch.cuda.Stream if
+    /// torch.cuda.is_available() else None`)?
+    fn is_stream_class(&self, expr: &Expr) -> bool {
+        match expr {
+            Expr::Attribute { .. } => self
+                .imports
+                .qualify(expr)
+                .is_some_and(|q| self.api.classify(&q) == Some(ApiCall::StreamFactory)),
+            Expr::IfExp { body, orelse, .. } => {
+                self.is_stream_class(body) || self.is_stream_class(orelse)
+            }
+            _ => false,
+        }
     }
 
     /// The body of the lambda a mapping helper applies (`tree_map(lambda t: .., batch)`).
@@ -590,6 +620,11 @@ impl Scan<'_> {
                             self.current_names.insert(id.clone());
                         } else if !self.current_names.is_empty() {
                             self.current_names.remove(id);
+                        }
+                        if self.is_stream_class(value) {
+                            self.stream_classes.insert(id.clone());
+                        } else if !self.stream_classes.is_empty() {
+                            self.stream_classes.remove(id);
                         }
                     }
                     self.assign(t, value);
