@@ -998,6 +998,19 @@ impl Scan<'_> {
                     self.order(Ordering::Records { event, stream }, &subject);
                 }
             }
+            // `cur.record_event(self.done)`: the same record, spelled from the stream's side.
+            "record_event" => {
+                let stream = if self.is_current_stream(receiver) {
+                    Some(String::new())
+                } else {
+                    receiver.dotted()
+                };
+                let event = args.first().and_then(Expr::dotted);
+                if let (Some(event), Some(stream)) = (event, stream) {
+                    let subject = event.clone();
+                    self.order(Ordering::Records { event, stream }, &subject);
+                }
+            }
             _ => {}
         }
     }
