@@ -217,6 +217,15 @@ impl<'b> Context<'b> {
         self.body.stream(s).origin == StreamOrigin::Parameter
     }
 
+    /// Does this body make `s` wait for the current stream (`side.wait_stream(current)`), so
+    /// that it runs work beside it?
+    fn forks_from_ambient(&self, s: StreamId) -> bool {
+        let ambient = self.body.ambient;
+        self.body.ops_iter().any(|(_, op)| {
+            matches!(op.kind, OpKind::WaitStream { waiter, waitee } if waiter == s && waitee == ambient)
+        })
+    }
+
     fn report(&mut self, finding: Finding) {
         self.findings.push(finding);
     }

@@ -358,7 +358,14 @@ impl MissingRecordStream {
         // pinned included, is in no stream's pool: the host allocator reuses a pinned block
         // only once the copies that used it are done; nor is a CUDA graph's memory, which
         // lives as long as the graph.
+        // Memory taken on a stream the caller passed in for it is in the pool the caller chose
+        // (`out_alloc_stream`, its consumer's): the caller knows where it lives. Not so for a
+        // stream the function itself forks from the current one: it runs side work there.
+        let callers_pool = kind == EscapeKind::Caller
+            && cx.is_callers_stream(b.alloc_stream)
+            && !cx.forks_from_ambient(b.alloc_stream);
         if b.alloc_stream == ambient
+            || callers_pool
             || cx.body.buffer(buffer).memory != Memory::Device
             || cx.body.buffer(buffer).owner == Owner::Graph
             || cx.body.spelling.record_stream.is_none()

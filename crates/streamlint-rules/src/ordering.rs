@@ -95,7 +95,8 @@ impl MissingStreamWait {
         Self::waits_here(body, consumer)
     }
 
-    /// What this body makes `consumer` wait on: each other stream, or `None` for an event.
+    /// What this body makes `consumer` wait on: each other stream, directly or through an
+    /// event this body records only on that stream; `None` for another event.
     fn waits_of(
         body: &streamlint_graph::Body,
         consumer: StreamId,
@@ -104,9 +105,24 @@ impl MissingStreamWait {
             OpKind::WaitStream { waiter, waitee } if waiter == consumer && waitee != consumer => {
                 Some(Some(waitee))
             }
-            OpKind::WaitEvent { stream, .. } if stream == consumer => Some(None),
+            OpKind::WaitEvent { stream, event } if stream == consumer => {
+                Some(Self::recorded_only_on(body, event).filter(|&s| s != consumer))
+            }
             _ => None,
         })
+    }
+
+    /// The one stream this body records `event` on, if it records it at all and on one only.
+    fn recorded_only_on(
+        body: &streamlint_graph::Body,
+        event: streamlint_graph::EventId,
+    ) -> Option<StreamId> {
+        let mut streams = body.ops_iter().filter_map(|(_, op)| match op.kind {
+            OpKind::RecordEvent { event: e, stream } if e == event => Some(stream),
+            _ => None,
+        });
+        let first = streams.next()?;
+        streams.all(|s| s == first).then_some(first)
     }
 
     /// Does this body make `consumer` wait on a stream passed in as a parameter?
