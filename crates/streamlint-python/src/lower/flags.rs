@@ -476,12 +476,21 @@ impl<'a> Lowerer<'a> {
             })
         }
         let chooses_stream = |t: &Expr| {
-            t.dotted()
-                .is_some_and(|n| inline::stream_like(n.rsplit('.').next().unwrap_or(&n), ""))
+            let named = match t {
+                Expr::Call { func, .. } => func.dotted(),
+                other => other.dotted(),
+            };
+            named.is_some_and(|n| inline::stream_like(n.rsplit('.').next().unwrap_or(&n), ""))
         };
         match stmt {
-            // `stream = self.side if overlap else current`: a choice of stream.
+            // `stream = self.side if overlap else current`: a choice of stream, by the name it
+            // is bound to or by what it chooses between (`chosen = self.copy_stream if
+            // self.use_streams else self.compute_stream`).
             Stmt::Assign { targets, .. } if targets.iter().any(chooses_stream) => true,
+            Stmt::Assign {
+                value: Expr::IfExp { body, orelse, .. },
+                ..
+            } if chooses_stream(body) || chooses_stream(orelse) => true,
             Stmt::If { span, .. } | Stmt::Assign { span, .. } => {
                 self.cx.prefilter.admits(self.cx.text(*span)) || orders(std::slice::from_ref(stmt))
             }

@@ -187,10 +187,7 @@ impl<'a> Lowerer<'a> {
         }
         let mut named = self.own_methods.iter().filter(|d| d.name == *attr);
         let def = *named.next()?;
-        // Helpers the method defines for itself are known only where it is lowered alone.
-        let plain = def.decorators.iter().all(is_staticmethod)
-            && !is_generator(def)
-            && crate::syntax::local_functions(&def.body).is_empty();
+        let plain = lowers_at_own_calls(def);
         let module = self.home_module;
         (plain && named.next().is_none() && !self.inline_stack.contains(&(module, def.span)))
             .then_some(Resolved { module, def })
@@ -645,6 +642,15 @@ fn object_streams(
 }
 
 /// Is the decorator `@staticmethod`?
+/// Is the method one that `self.m(..)` calls of its class lower in place (see
+/// `Lowerer::own_method`): a plain or static method, not a generator, defining no helpers of its
+/// own (those are known only where it is lowered alone)?
+pub(super) fn lowers_at_own_calls(def: &FunctionDef) -> bool {
+    def.decorators.iter().all(is_staticmethod)
+        && !is_generator(def)
+        && crate::syntax::local_functions(&def.body).is_empty()
+}
+
 pub(crate) fn is_staticmethod(decorator: &Expr) -> bool {
     decorator.dotted().as_deref() == Some("staticmethod")
 }

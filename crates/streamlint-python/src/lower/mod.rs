@@ -568,10 +568,18 @@ impl<'a> Lowerer<'a> {
         if stream_param && !framework_called && !self.cx.project.is_called(&def.name) {
             self.b.uncalled();
         }
-        // A top-level function the index may lower in place is judged at the calls that do
-        // (whether all of them do, the run tells).
+        // A top-level function the index may lower in place is judged at the calls that do,
+        // and so is a method that its class's `self.m(..)` calls lower in place (whether all of
+        // them do, the run tells: a call on another object is not lowered).
         let module = self.cx.project.module(self.cx.module);
-        if !is_method && self.class.is_none() && module.lowers_in_place(&def.name, def.span.start) {
+        let top_level_in_place = !is_method
+            && self.class.is_none()
+            && module.lowers_in_place(&def.name, def.span.start);
+        let method_in_place = is_method
+            && self.class.is_some()
+            && !framework_called
+            && inline::lowers_at_own_calls(def);
+        if top_level_in_place || method_in_place {
             self.b.judged_at_calls();
         }
     }
