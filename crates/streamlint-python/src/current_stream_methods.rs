@@ -91,7 +91,9 @@ fn body_lines(lines: &[&str], from: usize, indent: usize) -> Vec<String> {
             continue;
         }
         if out.is_empty() && depth == 0 {
-            let quote = ["\"\"\"", "'''"].into_iter().find(|q| trimmed.starts_with(q));
+            let quote = ["\"\"\"", "'''"]
+                .into_iter()
+                .find(|q| trimmed.starts_with(q));
             if let Some(quote) = quote {
                 let after = &trimmed[3..];
                 if !after.contains(quote) {
@@ -184,7 +186,11 @@ class StagingBuffer:
             stream_methods(source),
             vec![("current_stream_of".to_string(), false)]
         );
-        let nested = "def side_stream(self):\n    return self.pool.current_stream(self.other_stream())\n";
-        assert_eq!(stream_methods(nested), vec![("side_stream".to_string(), true)]);
+        let nested =
+            "def side_stream(self):\n    return self.pool.current_stream(self.other_stream())\n";
+        assert_eq!(
+            stream_methods(nested),
+            vec![("side_stream".to_string(), true)]
+        );
     }
 }

@@ -5,6 +5,7 @@ pub mod api;
 mod captures;
 mod context;
 mod current_stream_methods;
+mod data_loaders;
 mod guards;
 mod hooks;
 mod lower;

@@ -8,17 +8,28 @@ use rayon::prelude::*;
 use streamlint_graph::{Body, Deadline};
 
 use crate::context::{ModuleContext, Role};
+use crate::data_loaders::{LoaderUses, Workers};
 use crate::lower::Lowerer;
 use crate::project::{Parsed, Project};
 use crate::summary::ClassSummary;
-use crate::syntax::{
-    local_functions, visit_calls, ClassDef, Constant, Expr, FunctionDef, Keyword, Stmt,
-};
+use crate::syntax::{local_functions, visit_calls, ClassDef, Expr, FunctionDef, Stmt};
 use crate::wrappers;
+
+/// The module's code that DataLoader worker processes run, by its own loaders and the
+/// project's (the module's own read from its text as it is now).
+fn workers_of(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> Workers {
+    let project = cx.project.loader_uses();
+    if !cx.project.module(cx.module).data_loading && project.is_empty() {
+        return Workers::default();
+    }
+    let own = LoaderUses::of(stmts, cx.imports);
+    let all = LoaderUses::merge([&own, project].into_iter());
+    Workers::find(stmts, &own, &all)
+}
 
 /// Lower every function of a parsed module.
 pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
-    let workers = Workers::find(&cx, stmts);
+    let workers = workers_of(&cx, stmts);
     let thread_locals = thread_local_objects(stmts, cx.imports, "");
     // Only classes read what their constructions pass.
     let has_classes = memchr::memmem::find(cx.source.as_bytes(), b"class ").is_some();
@@ -511,209 +522,6 @@ fn visit_try_finally(stmts: &[Stmt], f: &mut dyn FnMut(&[Stmt])) {
             Stmt::With { body, .. } => visit_try_finally(body, f),
             _ => {}
         }
-    }
-}
-
-/// Code of this module that DataLoader worker processes run: methods of datasets that are used
-/// with workers (or whose loader is not in this module), and `collate_fn`/`worker_init_fn`
-/// functions of loaders with workers.
-#[derive(Default)]
-struct Workers {
-    classes: FxHashSet<String>,
-    /// Function name → why it runs in a worker.
-    functions: FxHashMap<String, String>,
-    /// Method name → why it runs in a worker (`collate_fn=self.collate`).
-    methods: FxHashMap<String, String>,
-}
-
-impl Workers {
-    fn find(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> Workers {
-        if !cx.project.module(cx.module).data_loading {
-            return Workers::default();
-        }
-        let datasets: Vec<String> = stmts
-            .iter()
-            .filter_map(|s| match s {
-                Stmt::Class(c) if c.bases.iter().any(is_dataset_base) => Some(c.name.clone()),
-                _ => None,
-            })
-            .collect();
-        let instances = instances_of(stmts);
-        // Per dataset class: does any loader use it with workers? `None`: no loader seen.
-        let mut with_workers: FxHashMap<String, bool> = FxHashMap::default();
-        let mut out = Workers::default();
-        visit_calls(stmts, true, &mut |call| {
-            let Expr::Call {
-                func,
-                args,
-                keywords,
-                ..
-            } = call
-            else {
-                return;
-            };
-            let is_loader = cx
-                .imports
-                .qualify(func)
-                .is_some_and(|q| q.rsplit('.').next() == Some("DataLoader"));
-            if !is_loader {
-                return;
-            }
-            let workers = has_workers(keywords);
-            let dataset = args.first().or_else(|| Expr::keyword(keywords, "dataset"));
-            if let Some(class) = dataset.and_then(|d| dataset_class(d, &instances)) {
-                *with_workers.entry(class).or_default() |= workers;
-            }
-            if workers {
-                for hook in HOOKS {
-                    if let Some(f) = Expr::keyword(keywords, hook) {
-                        out.hook(hook, f);
-                    }
-                }
-            }
-        });
-        // `loader.collate_fn = f` on a loader made with workers.
-        let loaders = loaders_with_workers(cx, stmts);
-        visit_assignments(stmts, &mut |target, value| {
-            if let Expr::Attribute {
-                value: loader,
-                attr,
-                ..
-            } = target
-            {
-                let ours = matches!(loader.as_ref(), Expr::Name { id, .. } if loaders.contains(id));
-                if let (true, Some(hook)) = (ours, HOOKS.iter().find(|h| *h == attr)) {
-                    out.hook(hook, value);
-                }
-            }
-        });
-        out.classes = datasets
-            .into_iter()
-            .filter(|d| with_workers.get(d).copied().unwrap_or(true))
-            .collect();
-        out
-    }
-
-    /// `f` is given as a loader's `hook`: a function of the module, or a method (`self.m`).
-    fn hook(&mut self, hook: &str, f: &Expr) {
-        let why =
-            |name: &str| format!("`{name}`, the `{hook}` of a DataLoader with worker processes");
-        if let Expr::Attribute { value, attr, .. } = f {
-            if matches!(value.as_ref(), Expr::Name { id, .. } if id == "self") {
-                self.methods.insert(attr.clone(), why(attr));
-            }
-        } else if let Some(name) = function_name(f) {
-            self.functions.insert(name.clone(), why(&name));
-        }
-    }
-}
-
-/// The DataLoader arguments whose functions run in its worker processes.
-const HOOKS: [&str; 2] = ["collate_fn", "worker_init_fn"];
-
-/// Does a DataLoader call start worker processes (`num_workers` given, and not 0)?
-fn has_workers(keywords: &[Keyword]) -> bool {
-    match Expr::keyword(keywords, "num_workers") {
-        None => false,
-        Some(Expr::Constant {
-            value: Constant::Int(0),
-            ..
-        }) => false,
-        Some(_) => true,
-    }
-}
-
-/// Names bound to a DataLoader made with worker processes, anywhere in the module.
-fn loaders_with_workers(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> FxHashSet<String> {
-    let mut out = FxHashSet::default();
-    visit_assignments(stmts, &mut |target, value| {
-        let (Expr::Name { id, .. }, Expr::Call { func, keywords, .. }) = (target, value) else {
-            return;
-        };
-        let is_loader = cx
-            .imports
-            .qualify(func)
-            .is_some_and(|q| q.rsplit('.').next() == Some("DataLoader"));
-        if is_loader && has_workers(keywords) {
-            out.insert(id.clone());
-        }
-    });
-    out
-}
-
-/// Every `target = value` of the statements, at any depth.
-fn visit_assignments(stmts: &[Stmt], f: &mut dyn FnMut(&Expr, &Expr)) {
-    for s in stmts {
-        match s {
-            Stmt::Assign { targets, value, .. } => targets.iter().for_each(|t| f(t, value)),
-            Stmt::Def(d) => visit_assignments(&d.body, f),
-            Stmt::Class(c) => visit_assignments(&c.body, f),
-            other => other
-                .blocks()
-                .into_iter()
-                .for_each(|b| visit_assignments(b, f)),
-        }
-    }
-}
-
-fn is_dataset_base(base: &Expr) -> bool {
-    base.dotted().is_some_and(|d| {
-        d.rsplit('.')
-            .next()
-            .is_some_and(|last| last.ends_with("Dataset"))
-    })
-}
-
-/// `name = SomeClass(...)` bindings anywhere in the module.
-fn instances_of(stmts: &[Stmt]) -> FxHashMap<String, String> {
-    let mut out = FxHashMap::default();
-    for s in stmts {
-        match s {
-            Stmt::Assign {
-                targets,
-                value: Expr::Call { func, .. },
-                ..
-            } => {
-                if let (Some(Expr::Name { id, .. }), Expr::Name { id: class, .. }) =
-                    (targets.first(), func.as_ref())
-                {
-                    out.insert(id.clone(), class.clone());
-                }
-            }
-            Stmt::Def(f) => out.extend(instances_of(&f.body)),
-            Stmt::If { body, orelse, .. }
-            | Stmt::For { body, orelse, .. }
-            | Stmt::While { body, orelse, .. } => {
-                out.extend(instances_of(body));
-                out.extend(instances_of(orelse));
-            }
-            Stmt::With { body, .. } => out.extend(instances_of(body)),
-            _ => {}
-        }
-    }
-    out
-}
-
-/// The dataset class a loader's first argument is an instance of.
-fn dataset_class(expr: &Expr, instances: &FxHashMap<String, String>) -> Option<String> {
-    match expr {
-        Expr::Call { func, .. } => match func.as_ref() {
-            Expr::Name { id, .. } => Some(id.clone()),
-            _ => None,
-        },
-        Expr::Name { id, .. } => instances.get(id).cloned(),
-        _ => None,
-    }
-}
-
-/// `fn` or `functools.partial(fn, ...)`.
-fn function_name(expr: &Expr) -> Option<String> {
-    match expr {
-        Expr::Name { id, .. } => Some(id.clone()),
-        Expr::Call { func, args, .. } if func.dotted().is_some_and(|d| d.ends_with("partial")) => {
-            args.first().and_then(function_name)
-        }
-        _ => None,
     }
 }
 

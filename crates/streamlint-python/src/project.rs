@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
 use crate::api::ApiModel;
+use crate::data_loaders::LoaderUses;
 use crate::names::Imports;
 use crate::outline::{Block, Outline};
 use crate::parser::{self, ParseError};
@@ -72,6 +73,9 @@ pub struct ModuleIndex {
     /// Its methods named for a stream, with whether each only returns the current stream (see
     /// `current_stream_methods`); read only where the module mentions a stream.
     stream_methods: Vec<(String, bool)>,
+    /// What its DataLoaders do with datasets and hooks (see `data_loaders`); read only where it
+    /// makes one.
+    loader_uses: LoaderUses,
 }
 
 impl ModuleIndex {
@@ -167,6 +171,15 @@ impl ModuleIndex {
                 })
             })
             .collect();
+        let loader_uses = if !marks.data_loading.is_empty()
+            && memchr::memmem::find(source.as_bytes(), b"DataLoader(").is_some()
+        {
+            parser::parse_module(source)
+                .map(|stmts| LoaderUses::of(&stmts, &imports))
+                .unwrap_or_default()
+        } else {
+            LoaderUses::default()
+        };
         ModuleIndex {
             helpers_only: !checked,
             name,
@@ -198,6 +211,7 @@ impl ModuleIndex {
             },
             saved_tensor_hooks: !marks.saved_tensor_hooks.is_empty(),
             data_loading: !marks.data_loading.is_empty(),
+            loader_uses,
             stream_methods: if memchr::memmem::find(source.as_bytes(), b"stream").is_some() {
                 crate::current_stream_methods::stream_methods(source)
             } else {
@@ -661,6 +675,8 @@ pub struct Project<'a> {
     /// The names of the modules' functions with stream code (generator context managers
     /// included) that calls lower in place or summarize, by digest.
     stream_functions: FxHashSet<u64>,
+    /// What the modules' DataLoaders do with datasets and hooks, together.
+    loader_uses: LoaderUses,
 }
 
 impl<'a> Project<'a> {
@@ -700,6 +716,7 @@ impl<'a> Project<'a> {
             .flat_map(|m| m.context_managers.iter().chain(&m.stream_functions))
             .map(|name| name_digest(name.as_bytes()))
             .collect();
+        let loader_uses = LoaderUses::merge(modules.iter().map(|m| &m.loader_uses));
         Project {
             modules,
             names,
@@ -708,7 +725,13 @@ impl<'a> Project<'a> {
             no_wrappers: FxHashMap::default(),
             streams_ordered_on_others,
             stream_functions,
+            loader_uses,
         }
+    }
+
+    /// What the project's DataLoaders do with datasets and hooks (see `data_loaders`).
+    pub fn loader_uses(&self) -> &LoaderUses {
+        &self.loader_uses
     }
 
     pub fn module(&self, i: usize) -> &ModuleIndex {
@@ -733,9 +756,24 @@ impl<'a> Project<'a> {
         calls
     }
 
-    /// Parse module `m` for lowering (see [`ModuleIndex::parse`]).
+    /// Parse module `m` for lowering (see [`ModuleIndex::parse`]), keeping the code a loader
+    /// elsewhere runs in its worker processes: a dataset class or hook function of its own.
     pub fn parse(&self, m: usize, source: &str) -> Result<Parsed, ParseError> {
-        self.modules[m].parse(source, &self.stream_function_calls(m))
+        let mut kept = self.stream_function_calls(m);
+        let uses = &self.loader_uses;
+        if !uses.is_empty() {
+            kept.extend(
+                self.modules[m]
+                    .blocks
+                    .iter()
+                    .filter(|(.., name)| {
+                        uses.hooks.contains_key(name) || uses.datasets.contains_key(name)
+                    })
+                    .map(|&(start, ..)| start as usize),
+            );
+            kept.sort_unstable();
+        }
+        self.modules[m].parse(source, &kept)
     }
 
     /// May some module order a stream attribute named `name` of an object other than its own

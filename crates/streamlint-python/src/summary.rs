@@ -551,9 +551,7 @@ struct Scan<'a> {
 impl Scan<'_> {
     fn call_kind(&self, expr: &Expr) -> Option<ApiCall> {
         match expr {
-            Expr::Call { func, .. }
-                if matches!(func.as_ref(), Expr::Name { id, .. } if self.stream_classes.contains(id)) =>
-            {
+            Expr::Call { func, .. } if matches!(func.as_ref(), Expr::Name { id, .. } if self.stream_classes.contains(id)) => {
                 Some(ApiCall::StreamFactory)
             }
             Expr::IfExp { body, orelse, .. } => {
@@ -632,11 +630,10 @@ impl Scan<'_> {
                 self.expr(value);
             }
             Stmt::Return { value, .. } => {
-                if self.conditional > 0
-                    && self.after_early_return.is_none() {
-                        self.branch_count += 1;
-                        self.after_early_return = Some(self.branch_count);
-                    }
+                if self.conditional > 0 && self.after_early_return.is_none() {
+                    self.branch_count += 1;
+                    self.after_early_return = Some(self.branch_count);
+                }
                 let stream = match value {
                     Some(v) if self.is_current_stream(v) => Some(String::new()),
                     Some(v) => v.dotted().filter(|d| d.starts_with("self.")),

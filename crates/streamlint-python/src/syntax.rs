@@ -490,7 +490,9 @@ pub fn only_called_by_name(name: &str, stmts: &[Stmt]) -> bool {
         })
     }
     let (mut mentions, mut calls) = (0, 0);
-    visit_statement_exprs(stmts, true, &mut |e, _| count(e, name, &mut mentions, &mut calls));
+    visit_statement_exprs(stmts, true, &mut |e, _| {
+        count(e, name, &mut mentions, &mut calls)
+    });
     calls > 0 && mentions == calls
 }
 

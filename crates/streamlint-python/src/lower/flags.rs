@@ -117,9 +117,7 @@ fn conjunct_literals(test: &Expr, cx: &ModuleContext, out: &mut Vec<(String, boo
             op: Operator::And,
             operands,
             ..
-        } => operands
-            .iter()
-            .for_each(|o| conjunct_literals(o, cx, out)),
+        } => operands.iter().for_each(|o| conjunct_literals(o, cx, out)),
         Expr::Operator {
             op: Operator::Not,
             operands,
@@ -216,7 +214,12 @@ fn comparison_key(operands: &[Expr], cx: &ModuleContext) -> Option<String> {
     fn subject(e: &Expr) -> bool {
         match e {
             Expr::Subscript { value, index, .. } => constant(index) && subject(value),
-            Expr::Call { func, args, keywords, .. } => {
+            Expr::Call {
+                func,
+                args,
+                keywords,
+                ..
+            } => {
                 matches!(func.as_ref(), Expr::Name { id, .. } if id == "len")
                     && keywords.is_empty()
                     && matches!(args.as_slice(), [arg] if subject(arg))
@@ -231,7 +234,11 @@ fn comparison_key(operands: &[Expr], cx: &ModuleContext) -> Option<String> {
         return None;
     }
     let operator = cx.text(Span::new(left.span().end, right.span().start));
-    let operator: Vec<u8> = operator.iter().copied().filter(|b| !b.is_ascii_whitespace()).collect();
+    let operator: Vec<u8> = operator
+        .iter()
+        .copied()
+        .filter(|b| !b.is_ascii_whitespace())
+        .collect();
     const COMPARISONS: [&[u8]; 6] = [b"==", b"!=", b"<", b"<=", b">", b">="];
     if !COMPARISONS.contains(&operator.as_slice()) {
         return None;
@@ -381,10 +388,7 @@ impl<'a> Lowerer<'a> {
         if values.contains(&Some(short_circuit)) {
             return Some(short_circuit);
         }
-        values
-            .iter()
-            .all(Option::is_some)
-            .then_some(!short_circuit)
+        values.iter().all(Option::is_some).then_some(!short_circuit)
     }
 
     /// `x is None` where the name holds a stream (`stream = get_side_stream()`) or `None`. A
@@ -538,7 +542,8 @@ impl<'a> Lowerer<'a> {
             self.produced = produced.clone();
             for (i, (key, holds)) in literals.iter().enumerate().take(failing + 1) {
                 if i < literals.len() {
-                    self.flags.insert(key.clone(), if i == failing { !holds } else { *holds });
+                    self.flags
+                        .insert(key.clone(), if i == failing { !holds } else { *holds });
                 }
             }
             self.flag_splits = outer_splits + 1;

@@ -572,9 +572,8 @@ impl<'a> Lowerer<'a> {
         // and so is a method that its class's `self.m(..)` calls lower in place (whether all of
         // them do, the run tells: a call on another object is not lowered).
         let module = self.cx.project.module(self.cx.module);
-        let top_level_in_place = !is_method
-            && self.class.is_none()
-            && module.lowers_in_place(&def.name, def.span.start);
+        let top_level_in_place =
+            !is_method && self.class.is_none() && module.lowers_in_place(&def.name, def.span.start);
         let method_in_place = is_method
             && self.class.is_some()
             && !framework_called
