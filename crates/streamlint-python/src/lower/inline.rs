@@ -303,6 +303,7 @@ impl<'a> Lowerer<'a> {
             dict_locals: std::mem::take(&mut self.dict_locals),
         };
         // From here on names are the callee's; a method sees the object's attributes as they are.
+        let mut closure_names = None;
         if method {
             self.env = object_names(&saved.env);
             self.named_streams = object_streams(&saved.named_streams);
@@ -310,8 +311,10 @@ impl<'a> Lowerer<'a> {
             // A closure reads the enclosing function's names it does not bind itself
             // (`stream` in `def gather(): with torch.cuda.stream(stream): ...`): the same values,
             // the same streams.
-            self.env = captured_only(&saved.env, def);
-            self.named_streams = captured_only(&saved.named_streams, def);
+            let own = OwnNames::of(def);
+            self.env = own.captured(&saved.env);
+            self.named_streams = own.captured(&saved.named_streams);
+            closure_names = Some(own);
         }
         self.inline_stack.push((callee.module, def.span));
         let saved = self.suspend_caller(saved, around, outer);
@@ -340,12 +343,11 @@ impl<'a> Lowerer<'a> {
             // What the method bound on `self` stays bound after the call.
             self.env.extend(object_names(&callee_env));
             self.named_streams.extend(object_streams(&callee_streams));
-        } else if closure {
+        } else if let Some(own) = &closure_names {
             // What the closure did to the objects it shares with the enclosing function (an
             // attribute set on a loop's item, a tensor appended to its list) stays done.
-            self.env.extend(captured_only(&callee_env, def));
-            self.named_streams
-                .extend(captured_only(&callee_streams, def));
+            self.env.extend(own.captured(&callee_env));
+            self.named_streams.extend(own.captured(&callee_streams));
         }
         self.cx = saved.cx;
         self.class = saved.class;
@@ -655,23 +657,33 @@ pub(crate) fn is_staticmethod(decorator: &Expr) -> bool {
     decorator.dotted().as_deref() == Some("staticmethod")
 }
 
-/// The entries of a closure's scope that belong to its enclosing function: those whose root
-/// name the closure neither binds nor takes as a parameter.
-fn captured_only<'m, K, V, M>(names: &'m M, def: &FunctionDef) -> M
-where
-    K: AsRef<str> + Clone + 'm,
-    V: Clone + 'm,
-    &'m M: IntoIterator<Item = (&'m K, &'m V)>,
-    M: FromIterator<(K, V)>,
-{
-    let own = super::flags::bindings(&def.body);
-    names
-        .into_iter()
-        .filter(|(k, _)| {
-            let k = k.as_ref();
-            let root = k.split('.').next().unwrap_or(k);
-            !own.contains_key(root) && !def.params.iter().any(|p| p.name == root)
-        })
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+/// The names a closure binds itself: its parameters and locals. The rest of what it reads is
+/// the enclosing function's.
+struct OwnNames(FxHashSet<String>);
+
+impl OwnNames {
+    fn of(def: &FunctionDef) -> OwnNames {
+        let mut own: FxHashSet<String> = super::flags::bindings(&def.body).into_keys().collect();
+        own.extend(def.params.iter().map(|p| p.name.clone()));
+        OwnNames(own)
+    }
+
+    /// The entries of `names` that belong to the enclosing function: those whose root name the
+    /// closure does not bind.
+    fn captured<'m, K, V, M>(&self, names: &'m M) -> M
+    where
+        K: AsRef<str> + Clone + 'm,
+        V: Clone + 'm,
+        &'m M: IntoIterator<Item = (&'m K, &'m V)>,
+        M: FromIterator<(K, V)>,
+    {
+        names
+            .into_iter()
+            .filter(|(k, _)| {
+                let k = k.as_ref();
+                !self.0.contains(k.split('.').next().unwrap_or(k))
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
 }
