@@ -43,7 +43,9 @@ enum Indexed {
     PythonToCheck(PathBuf, Arc<ModuleIndex>),
     /// A Rust file to check, with the structs it declares for the other files' methods.
     RustToCheck(PathBuf, CrateTypes),
-    Done(FileReport),
+    /// Done, with the names a Python file with no stream code imports (see
+    /// `load_noting_imports`).
+    Done(FileReport, Vec<String>),
     Package(PathBuf),
 }
 
@@ -88,6 +90,17 @@ fn decided_report(path: &Path, source: String, decided: Decided) -> FileReport {
 
 /// Read a file and decide whether it is worth parsing; `admitted` when a first read already did.
 pub(crate) fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
+    load_noting_imports(path, settings, admitted, None)
+}
+
+/// [`load`], noting in `imports` the names a Python file with no stream code imports from other
+/// modules (`from .ops import to_host`): it may call a helper of the project that has some.
+fn load_noting_imports(
+    path: &Path,
+    settings: &Settings,
+    admitted: bool,
+    imports: Option<&mut Vec<String>>,
+) -> Loaded {
     let done = |findings| Loaded::Done(report(path, String::new(), findings));
     let bytes = match read_within_limit(path) {
         Ok(Ok(b)) => b,
@@ -111,6 +124,9 @@ pub(crate) fn load(path: &Path, settings: &Settings, admitted: bool) -> Loaded {
     };
     let language = Language::of(path).unwrap_or(Language::Python);
     let no_stream_code = !admitted && !worth_parsing(language, &bytes, settings);
+    if let (true, Language::Python, Some(imports)) = (no_stream_code, language, imports) {
+        *imports = streamlint_python::names_imported_from(&bytes);
+    }
     if no_stream_code && !settings.named_files.iter().any(|n| n == path) {
         if language == Language::Python && path.file_name().is_some_and(|n| n == "__init__.py") {
             return Loaded::Package(path.to_path_buf());
@@ -185,7 +201,12 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
     let indexed: Vec<Indexed> = files
         .par_iter()
         .with_max_len(INDEX_PIECE)
-        .map(|p| match load(p, settings, false) {
+        .map(|p| {
+            let mut imports = Vec::new();
+            let loaded = load_noting_imports(p, settings, false, Some(&mut imports));
+            (loaded, imports, p)
+        })
+        .map(|(loaded, imports, _)| match loaded {
             Loaded::Text(t) if t.language == Language::Rust => {
                 let structs = CrateTypes::of_file(&t.source);
                 Indexed::RustToCheck(t.path, structs)
@@ -199,14 +220,15 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                 ));
                 Indexed::PythonToCheck(t.path, index)
             }
-            Loaded::Done(r) => Indexed::Done(r),
+            Loaded::Done(r) => Indexed::Done(r, imports),
             Loaded::Package(path) => Indexed::Package(path),
         })
         .collect();
     let mut crate_structs = CrateTypes::default();
     // Python files with no stream code of their own, which the checked files may import
-    // helpers from.
+    // helpers from, with the names they import.
     let mut without_stream_code = Vec::new();
+    let mut importing = Vec::new();
     for indexed in indexed {
         match indexed {
             Indexed::RustToCheck(path, structs) => {
@@ -217,9 +239,12 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                 modules.push(index);
                 to_check.push((path, Some(modules.len() - 1)));
             }
-            Indexed::Done(r) => {
+            Indexed::Done(r, imports) => {
                 if r.findings.is_empty() && Language::of(&r.path) == Some(Language::Python) {
                     without_stream_code.push(r.path.clone());
+                    if !imports.is_empty() {
+                        importing.push((reports.len(), imports));
+                    }
                 }
                 reports.push(r);
             }
@@ -228,6 +253,18 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
                 reports.push(report(&path, String::new(), Vec::new()));
             }
         }
+    }
+    // A file with no stream code that imports a helper of the project with some
+    // (`from .ops import to_host`, then `to_host(out)` read on the host) is checked too: the
+    // helper is lowered in place at its calls there.
+    let callers = callers_of_stream_helpers(&modules, &importing, &reports, settings);
+    let called_here: rustc_hash::FxHashSet<&Path> =
+        callers.iter().map(|(p, _)| p.as_path()).collect();
+    reports.retain(|r| !called_here.contains(r.path.as_path()));
+    without_stream_code.retain(|p| !called_here.contains(p.as_path()));
+    for (path, index) in callers {
+        modules.push(index);
+        to_check.push((path, Some(modules.len() - 1)));
     }
     modules.extend(imported_helper_modules(
         &modules,
@@ -331,6 +368,41 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
             .map(|(t, _, decided)| decided_report(&t.path, t.source, decided)),
     );
     reports
+}
+
+/// The files with no stream code (`importing`: each one's place among `reports`, with the names
+/// it imports) that import a function of the checked `modules` with stream code by name, indexed
+/// to be checked themselves.
+fn callers_of_stream_helpers(
+    modules: &[Arc<ModuleIndex>],
+    importing: &[(usize, Vec<String>)],
+    reports: &[FileReport],
+    settings: &Settings,
+) -> Vec<(PathBuf, Arc<ModuleIndex>)> {
+    let helpers: rustc_hash::FxHashSet<&str> = modules
+        .iter()
+        .flat_map(|m| m.stream_function_names())
+        .collect();
+    if helpers.is_empty() {
+        return Vec::new();
+    }
+    importing
+        .par_iter()
+        .filter(|(_, imports)| imports.iter().any(|n| helpers.contains(n.as_str())))
+        .filter_map(|(at, _)| {
+            let path = &reports[*at].path;
+            let Loaded::Text(t) = load(path, settings, true) else {
+                return None;
+            };
+            let index = ModuleIndex::new(
+                module_name(&t.path),
+                &t.source,
+                &settings.api,
+                &settings.python_prefilter,
+            );
+            Some((t.path, Arc::new(index)))
+        })
+        .collect()
 }
 
 /// The modules among `candidates` (files with no stream code) that the checked `modules`

@@ -15,32 +15,36 @@ use crate::syntax::is_name_byte;
 /// whole body returns the current stream. Only names holding `stream` are kept: they are the
 /// ones a wait or a `with` block is given, and few enough to index.
 pub fn stream_methods(source: &str) -> Vec<(String, bool)> {
-    let lines: Vec<&str> = source.lines().collect();
+    let bytes = source.as_bytes();
+    // The lines, made only once a method named for a stream is found (few modules have one).
+    let mut lines: Option<(Vec<usize>, Vec<&str>)> = None;
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < lines.len() {
-        let line = lines[i];
-        let indent = indentation(line);
-        let Some(rest) = line[indent..]
-            .strip_prefix("def ")
-            .or_else(|| line[indent..].strip_prefix("async def "))
-        else {
-            i += 1;
+    for at in memchr::memmem::find_iter(bytes, b"def ") {
+        let line_start = memchr::memrchr(b'\n', &bytes[..at]).map_or(0, |nl| nl + 1);
+        let before = &source[line_start..at];
+        let lead = before.trim_start_matches([' ', '\t']);
+        if !(lead.is_empty() || lead == "async ") {
             continue;
-        };
+        }
+        let rest = &source[at + 4..];
         let name_len = rest.bytes().take_while(|&b| is_name_byte(b)).count();
         let name = &rest[..name_len];
         if !name.contains("stream") {
-            i += 1;
             continue;
         }
-        let Some(body_start) = header_end(&lines, i) else {
-            i += 1;
+        let (starts, lines) = lines.get_or_insert_with(|| {
+            let mut starts = vec![0];
+            starts.extend(memchr::memchr_iter(b'\n', bytes).map(|at| at + 1));
+            let lines = source.split('\n').map(|l| l.trim_end_matches('\r')).collect();
+            (starts, lines)
+        });
+        let line_no = starts.partition_point(|&s| s <= at) - 1;
+        let indent = before.len() - lead.len();
+        let Some(body_start) = header_end(lines, line_no) else {
             continue;
         };
-        let body = body_lines(&lines, body_start + 1, indent);
+        let body = body_lines(lines, body_start + 1, indent);
         out.push((name.to_string(), returns_current_stream(&body)));
-        i = body_start + 1;
     }
     out
 }

@@ -23,7 +23,10 @@ mod wrappers;
 pub use api::ApiModel;
 pub use parser::ParseError;
 pub use prefilter::Prefilter;
-pub use project::{call_offsets, defines_itself, module_name, ModuleIndex, Names, Parsed, Project};
+pub use project::{
+    call_offsets, defines_itself, module_name, names_imported_from, ModuleIndex, Names, Parsed,
+    Project,
+};
 
 use streamlint_graph::{Body, Deadline};
 

@@ -175,6 +175,7 @@ impl<'s> Scope<'s> {
                 Stmt::Def(f) => {
                     self.gather_def(f, self.role(f), out);
                     let enclosing_functions = local_functions(&f.body);
+                    let enclosing_functions_empty = enclosing_functions.is_empty();
                     // What closures see of the function, read only where it has some.
                     let nested = if enclosing_functions.is_empty() {
                         Role::default()
@@ -191,7 +192,12 @@ impl<'s> Scope<'s> {
                             ..Role::default()
                         }
                     };
-                    self.gather_nested(&f.body, &f.body, nested, out);
+                    let only_called = if enclosing_functions_empty {
+                        Default::default()
+                    } else {
+                        crate::syntax::names_only_called(&f.body)
+                    };
+                    self.gather_nested(&f.body, &only_called, &f.body, nested, out);
                 }
                 Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
                 Stmt::If { body, orelse, .. } => {
@@ -216,10 +222,12 @@ impl<'s> Scope<'s> {
     }
 
     /// Closures inside a function, at any depth; `enclosing` is the body of the function that
-    /// defines them.
+    /// defines them, and `only_called` the names that body only calls (see
+    /// `syntax::names_only_called`).
     fn gather_nested(
         &self,
         enclosing: &'s [Stmt],
+        only_called: &std::collections::HashSet<String>,
         stmts: &'s [Stmt],
         role: Role<'s>,
         out: &mut Vec<Job<'s>>,
@@ -239,7 +247,7 @@ impl<'s> Scope<'s> {
                             .filter(|d| d.name == f.name)
                             .count()
                             == 1
-                        && crate::syntax::only_called_by_name(&f.name, enclosing);
+                        && only_called.contains(&f.name);
                     if !lowered_in_place {
                         self.gather_def(f, role.clone(), out);
                     }
@@ -248,13 +256,18 @@ impl<'s> Scope<'s> {
                     let enclosing = thread_local_objects(&f.body, self.cx.imports, "");
                     inner.thread_locals.extend(enclosing);
                     inner.captured_names.extend(bound_names(f));
-                    self.gather_nested(&f.body, &f.body, inner, out);
+                    let inner_only_called = if local_functions(&f.body).is_empty() {
+                        Default::default()
+                    } else {
+                        crate::syntax::names_only_called(&f.body)
+                    };
+                    self.gather_nested(&f.body, &inner_only_called, &f.body, inner, out);
                 }
                 Stmt::Class(c) => self.in_class(c).gather(&c.body, out),
                 other => other
                     .blocks()
                     .into_iter()
-                    .for_each(|b| self.gather_nested(enclosing, b, role.clone(), out)),
+                    .for_each(|b| self.gather_nested(enclosing, only_called, b, role.clone(), out)),
             }
         }
     }

@@ -312,6 +312,15 @@ impl ModuleIndex {
         &self.called[first..end]
     }
 
+    /// The functions of this module with stream code that calls elsewhere lower in place: its
+    /// small ones, and its generator context managers.
+    pub fn stream_function_names(&self) -> impl Iterator<Item = &str> {
+        self.context_managers
+            .iter()
+            .chain(&self.stream_functions)
+            .map(String::as_str)
+    }
+
     /// The modules whose functions this module imports by name and calls where it is lowered
     /// (`from .ops import scale` then `scale(x)` in a function with stream code: `pkg.ops`),
     /// and those it star-imports: where its helpers may be.
@@ -428,6 +437,40 @@ pub fn call_offsets(text: &str, name: &str) -> Vec<u32> {
         .filter(|c| c.digest == digest)
         .map(|c| c.paren)
         .collect()
+}
+
+/// The names a module's top-level `from X import a, b as c` lines bind (`a`, `c`), read from
+/// its text alone: for a file with no stream code, whether it may call a helper of the project
+/// that has some.
+pub fn names_imported_from(text: &[u8]) -> Vec<String> {
+    let mut out = Vec::new();
+    for at in memchr::memmem::find_iter(text, b"from ") {
+        if at > 0 && text[at - 1] != b'\n' {
+            continue;
+        }
+        let rest = &text[at..];
+        let Some(import) = memchr::memmem::find(rest, b" import ") else {
+            continue;
+        };
+        // The imported names run to the end of the line, or of the parentheses.
+        let names = &rest[import + 8..];
+        let end = if names.first() == Some(&b'(') {
+            memchr::memchr(b')', names).unwrap_or(names.len())
+        } else {
+            memchr::memchr(b'\n', names).unwrap_or(names.len())
+        };
+        if rest[..import].contains(&b'\n') {
+            continue;
+        }
+        let names = String::from_utf8_lossy(&names[..end]);
+        for part in names.trim_start_matches('(').split(',') {
+            let bound = part.split(" as ").last().unwrap_or(part).trim();
+            if !bound.is_empty() && bound.bytes().all(is_name_byte) {
+                out.push(bound.to_string());
+            }
+        }
+    }
+    out
 }
 
 /// Is one of `offsets` (sorted) in `start..end`?

@@ -476,24 +476,29 @@ pub fn visit_statement_exprs(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(
     }
 }
 
-/// Is every mention of `name` in `stmts` (nested functions included) a call of it by name,
-/// and is there at least one? Then the function so named never leaves the code that calls it.
-pub fn only_called_by_name(name: &str, stmts: &[Stmt]) -> bool {
-    fn count(e: &Expr, name: &str, mentions: &mut usize, calls: &mut usize) {
+/// The names whose every mention in `stmts` (nested functions included) is a call of them by
+/// name, and that are called at least once: functions so named never leave the code that calls
+/// them.
+pub fn names_only_called(stmts: &[Stmt]) -> std::collections::HashSet<String> {
+    use std::collections::HashMap;
+    fn count(e: &Expr, uses: &mut HashMap<String, (usize, usize)>) {
         visit_exprs(e, &mut |e| match e {
-            Expr::Name { id, .. } if id == name => *mentions += 1,
-            Expr::Call { func, .. } if matches!(func.as_ref(), Expr::Name { id, .. } if id == name) => {
-                *calls += 1
+            Expr::Name { id, .. } => uses.entry(id.clone()).or_default().0 += 1,
+            Expr::Call { func, .. } => {
+                if let Expr::Name { id, .. } = func.as_ref() {
+                    uses.entry(id.clone()).or_default().1 += 1;
+                }
             }
-            Expr::Lambda { body, .. } => count(body, name, mentions, calls),
+            Expr::Lambda { body, .. } => count(body, uses),
             _ => {}
         })
     }
-    let (mut mentions, mut calls) = (0, 0);
-    visit_statement_exprs(stmts, true, &mut |e, _| {
-        count(e, name, &mut mentions, &mut calls)
-    });
-    calls > 0 && mentions == calls
+    let mut uses: HashMap<String, (usize, usize)> = HashMap::new();
+    visit_statement_exprs(stmts, true, &mut |e, _| count(e, &mut uses));
+    uses.into_iter()
+        .filter(|(_, (mentions, calls))| *calls > 0 && mentions == calls)
+        .map(|(name, _)| name)
+        .collect()
 }
 
 /// Call `f` with `expr` and, depth first, each expression inside it.
