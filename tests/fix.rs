@@ -275,10 +275,11 @@ fn waits_on_streams_that_may_be_unbound_need_review() {
     assert_eq!(code, 1, "the SL003 findings remain:\n{out}");
     assert!(out.contains("more with `--unsafe-fixes`"), "{out}");
     let fixed = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
-    // The hand-off is fixed by recording the current stream, which is always bound.
+    // The output is taken on the stream the caller passes for it, in the pool the caller chose:
+    // there is no hand-off to record, and the wait the SL003 asks for is left for review.
     assert!(
         !fixed("optional.py").contains("wait_stream(out_alloc_stream)")
-            && fixed("optional.py").contains("output.record_stream(torch.cuda.current_stream())"),
+            && !fixed("optional.py").contains("record_stream"),
         "{}",
         fixed("optional.py")
     );
