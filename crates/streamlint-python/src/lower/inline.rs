@@ -282,7 +282,7 @@ impl<'a> Lowerer<'a> {
             ModuleContext::callee(self.cx.project, callee.module, self.cx.deadline)
                 .with_function_text(&def.name)
         };
-        let saved = CallerState {
+        let mut saved = CallerState {
             env: std::mem::take(&mut self.env),
             cx: std::mem::replace(&mut self.cx, callee_cx),
             class: if local { self.class } else { self.class.take() },
@@ -310,11 +310,12 @@ impl<'a> Lowerer<'a> {
         } else if closure {
             // A closure reads the enclosing function's names it does not bind itself
             // (`stream` in `def gather(): with torch.cuda.stream(stream): ...`): the same values,
-            // the same streams.
+            // the same streams. They are moved in, the closure's own names set aside.
             let own = OwnNames::of(def);
-            self.env = own.captured(&saved.env);
-            self.named_streams = own.captured(&saved.named_streams);
-            closure_names = Some(own);
+            self.env = std::mem::take(&mut saved.env);
+            self.named_streams = std::mem::take(&mut saved.named_streams);
+            let aside = own.set_aside(&mut self.env, &mut self.named_streams);
+            closure_names = Some((own, aside));
         }
         self.inline_stack.push((callee.module, def.span));
         let saved = self.suspend_caller(saved, around, outer);
@@ -343,11 +344,14 @@ impl<'a> Lowerer<'a> {
             // What the method bound on `self` stays bound after the call.
             self.env.extend(object_names(&callee_env));
             self.named_streams.extend(object_streams(&callee_streams));
-        } else if let Some(own) = &closure_names {
+        } else if let Some((own, aside)) = closure_names {
             // What the closure did to the objects it shares with the enclosing function (an
-            // attribute set on a loop's item, a tensor appended to its list) stays done.
-            self.env.extend(own.captured(&callee_env));
-            self.named_streams.extend(own.captured(&callee_streams));
+            // attribute set on a loop's item, a tensor appended to its list) stays done; its
+            // own names go, and the enclosing function's of the same names come back.
+            self.env = callee_env;
+            self.named_streams = callee_streams;
+            own.set_aside(&mut self.env, &mut self.named_streams);
+            aside.restore(&mut self.env, &mut self.named_streams);
         }
         self.cx = saved.cx;
         self.class = saved.class;
@@ -659,31 +663,73 @@ pub(crate) fn is_staticmethod(decorator: &Expr) -> bool {
 
 /// The names a closure binds itself: its parameters and locals. The rest of what it reads is
 /// the enclosing function's.
-struct OwnNames(FxHashSet<String>);
+struct OwnNames(Vec<String>);
+
+/// Entries of the enclosing function's scope a closure's own names hide while it runs.
+struct SetAside {
+    env: Vec<(std::rc::Rc<str>, Value)>,
+    streams: Vec<(String, streamlint_graph::StreamId)>,
+}
 
 impl OwnNames {
     fn of(def: &FunctionDef) -> OwnNames {
-        let mut own: FxHashSet<String> = super::flags::bindings(&def.body).into_keys().collect();
+        let mut own: Vec<String> = super::flags::bindings(&def.body).into_keys().collect();
         own.extend(def.params.iter().map(|p| p.name.clone()));
+        own.sort_unstable();
+        own.dedup();
         OwnNames(own)
     }
 
-    /// The entries of `names` that belong to the enclosing function: those whose root name the
-    /// closure does not bind.
-    fn captured<'m, K, V, M>(&self, names: &'m M) -> M
-    where
-        K: AsRef<str> + Clone + 'm,
-        V: Clone + 'm,
-        &'m M: IntoIterator<Item = (&'m K, &'m V)>,
-        M: FromIterator<(K, V)>,
-    {
-        names
-            .into_iter()
-            .filter(|(k, _)| {
-                let k = k.as_ref();
-                !self.0.contains(k.split('.').next().unwrap_or(k))
-            })
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect()
+    /// Take out of the scope the entries of the closure's own names (`x`, `x.attr`), and give
+    /// them back.
+    fn set_aside(
+        &self,
+        env: &mut Env,
+        streams: &mut FxHashMap<String, streamlint_graph::StreamId>,
+    ) -> SetAside {
+        let under = |key: &str, name: &str| {
+            key.strip_prefix(name)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+        };
+        let mut aside = SetAside {
+            env: Vec::new(),
+            streams: Vec::new(),
+        };
+        for name in &self.0 {
+            let keys: Vec<std::rc::Rc<str>> = env
+                .range::<str, _>((
+                    std::ops::Bound::Included(name.as_str()),
+                    std::ops::Bound::Unbounded,
+                ))
+                .take_while(|(k, _)| k.starts_with(name.as_str()))
+                .filter(|(k, _)| under(k, name))
+                .map(|(k, _)| k.clone())
+                .collect();
+            for k in keys {
+                if let Some(v) = env.remove(&k) {
+                    aside.env.push((k, v));
+                }
+            }
+        }
+        if !streams.is_empty() {
+            let hidden: Vec<String> = streams
+                .keys()
+                .filter(|k| self.0.iter().any(|name| under(k, name)))
+                .cloned()
+                .collect();
+            for k in hidden {
+                if let Some(s) = streams.remove(&k) {
+                    aside.streams.push((k, s));
+                }
+            }
+        }
+        aside
+    }
+}
+
+impl SetAside {
+    fn restore(self, env: &mut Env, streams: &mut FxHashMap<String, streamlint_graph::StreamId>) {
+        env.extend(self.env);
+        streams.extend(self.streams);
     }
 }
