@@ -443,6 +443,17 @@ pub struct Spelling {
     pub stream_block: Option<fn(&str) -> String>,
 }
 
+/// Why a body runs in a process that must not use the device (a data-loading worker).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceForbidden {
+    /// The code and where it runs, for a message to continue with ("`collate`, the
+    /// `collate_fn` of a DataLoader with worker processes").
+    pub why: String,
+    /// The code runs there by the contract, not by what the code shows (a loader made where the
+    /// analysis does not see its `num_workers`).
+    pub assumed: bool,
+}
+
 /// One analysed unit: a function or method, lowered to a CFG of stream operations.
 #[derive(Clone, Debug)]
 pub struct Body {
@@ -459,7 +470,7 @@ pub struct Body {
     pub ambient: StreamId,
     /// Why the body runs in a process that must not use the device (a data-loading worker),
     /// if it does.
-    pub device_forbidden: Option<String>,
+    pub device_forbidden: Option<DeviceForbidden>,
     /// The caller consumes returned values on the ambient stream (PyTorch's current stream).
     /// Not so where the language has no current stream (cudarc, cust): the caller picks one.
     pub returns_to_ambient: bool,
@@ -906,7 +917,7 @@ impl BodyBuilder {
         id
     }
     /// Mark the body as running where the device must not be used, and why.
-    pub fn forbid_device(&mut self, reason: String) {
+    pub fn forbid_device(&mut self, reason: DeviceForbidden) {
         self.body.device_forbidden = Some(reason);
     }
 

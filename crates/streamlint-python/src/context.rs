@@ -139,7 +139,7 @@ pub struct Role<'a> {
     /// The function puts back a stream it sets, by protocol.
     pub restores_stream: bool,
     /// Why the function runs where the device must not be used.
-    pub device_forbidden: Option<String>,
+    pub device_forbidden: Option<streamlint_graph::DeviceForbidden>,
     /// Attributes every construction of the class sets to the same string (`self.device` when
     /// every call passes `device="cpu"`).
     pub attr_text: Vec<(String, String)>,

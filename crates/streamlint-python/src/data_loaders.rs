@@ -8,6 +8,7 @@
 //! Classes and functions are matched by name, as the loader's module spells them.
 
 use rustc_hash::{FxHashMap, FxHashSet};
+use streamlint_graph::DeviceForbidden;
 
 use crate::names::Imports;
 use crate::syntax::{visit_calls, Constant, Expr, Keyword, Stmt};
@@ -18,9 +19,9 @@ pub struct LoaderUses {
     /// Per dataset class (by name): does some loader use it with workers?
     pub datasets: FxHashMap<String, bool>,
     /// Functions given as a hook of a loader with workers (by name), with why they run there.
-    pub hooks: FxHashMap<String, String>,
+    pub hooks: FxHashMap<String, DeviceForbidden>,
     /// Methods given as a hook (`collate_fn=self.collate`), with why they run there.
-    pub method_hooks: FxHashMap<String, String>,
+    pub method_hooks: FxHashMap<String, DeviceForbidden>,
 }
 
 /// The DataLoader arguments whose functions run in its worker processes.
@@ -57,31 +58,48 @@ impl LoaderUses {
             if workers {
                 for hook in HOOKS {
                     if let Some(f) = Expr::keyword(keywords, hook) {
-                        out.hook(hook, f);
+                        out.hook(hook, f, false);
                     }
                 }
             }
         });
-        // `loader.collate_fn = f` on a loader made with workers.
-        let mut loaders = FxHashSet::default();
+        // `loader.collate_fn = f` on a loader made here with workers, or made elsewhere (given
+        // in, an item or an attribute of another object): its maker chose `num_workers` out of
+        // sight, and by the contract it may start workers. Not on a loader made here without
+        // workers, nor on the object itself (`self.collate_fn = collate_fn`).
+        let mut with_workers = FxHashSet::default();
+        let mut without_workers = FxHashSet::default();
         visit_assignments(stmts, &mut |target, value| {
             if let (Expr::Name { id, .. }, Expr::Call { func, keywords, .. }) = (target, value) {
-                if is_loader(func) && has_workers(keywords) {
-                    loaders.insert(id.clone());
+                if is_loader(func) {
+                    if has_workers(keywords) {
+                        with_workers.insert(id.clone());
+                    } else {
+                        without_workers.insert(id.clone());
+                    }
                 }
             }
         });
         visit_assignments(stmts, &mut |target, value| {
-            if let Expr::Attribute {
+            let Expr::Attribute {
                 value: loader,
                 attr,
                 ..
             } = target
-            {
-                let ours = matches!(loader.as_ref(), Expr::Name { id, .. } if loaders.contains(id));
-                if let (true, Some(hook)) = (ours, HOOKS.iter().find(|h| *h == attr)) {
-                    out.hook(hook, value);
-                }
+            else {
+                return;
+            };
+            let Some(hook) = HOOKS.iter().find(|h| *h == attr) else {
+                return;
+            };
+            let name = match loader.as_ref() {
+                Expr::Name { id, .. } => Some(id.as_str()),
+                _ => None,
+            };
+            match name {
+                Some(id) if with_workers.contains(id) => out.hook(hook, value, false),
+                Some(id) if without_workers.contains(id) || id == "self" || id == "cls" => {}
+                _ => out.hook(hook, value, true),
             }
         });
         out
@@ -95,7 +113,10 @@ impl LoaderUses {
                 *out.datasets.entry(class.clone()).or_default() |= workers;
             }
             for (name, why) in &uses.hooks {
-                out.hooks.entry(name.clone()).or_insert_with(|| why.clone());
+                let entry = out.hooks.entry(name.clone()).or_insert_with(|| why.clone());
+                if entry.assumed && !why.assumed {
+                    *entry = why.clone();
+                }
             }
         }
         out
@@ -105,16 +126,29 @@ impl LoaderUses {
         self.datasets.is_empty() && self.hooks.is_empty() && self.method_hooks.is_empty()
     }
 
-    /// `f` is given as a loader's `hook`: a function, or a method (`self.m`).
-    fn hook(&mut self, hook: &str, f: &Expr) {
-        let why =
-            |name: &str| format!("`{name}`, the `{hook}` of a DataLoader with worker processes");
+    /// `f` is given as a loader's `hook`: a function, or a method (`self.m`); `assumed` where
+    /// the loader is made out of sight.
+    fn hook(&mut self, hook: &str, f: &Expr, assumed: bool) {
+        let why = |name: &str| DeviceForbidden {
+            why: if assumed {
+                format!(
+                    "`{name}`, the `{hook}` of a DataLoader made elsewhere, which may start worker processes (its `num_workers` is not seen here)"
+                )
+            } else {
+                format!("`{name}`, the `{hook}` of a DataLoader with worker processes")
+            },
+            assumed,
+        };
         if let Expr::Attribute { value, attr, .. } = f {
             if matches!(value.as_ref(), Expr::Name { id, .. } if id == "self") {
-                self.method_hooks.insert(attr.clone(), why(attr));
+                self.method_hooks.entry(attr.clone()).or_insert_with(|| why(attr));
             }
         } else if let Some(name) = function_name(f) {
-            self.hooks.insert(name.clone(), why(&name));
+            let entry = self.hooks.entry(name.clone()).or_insert_with(|| why(&name));
+            // A loader seen with workers says more than one out of sight.
+            if !assumed {
+                *entry = why(&name);
+            }
         }
     }
 }
@@ -126,9 +160,9 @@ impl LoaderUses {
 pub struct Workers {
     pub classes: FxHashSet<String>,
     /// Function name → why it runs in a worker.
-    pub functions: FxHashMap<String, String>,
+    pub functions: FxHashMap<String, DeviceForbidden>,
     /// Method name → why it runs in a worker (`collate_fn=self.collate`).
-    pub methods: FxHashMap<String, String>,
+    pub methods: FxHashMap<String, DeviceForbidden>,
 }
 
 impl Workers {

@@ -9,6 +9,7 @@ use streamlint_graph::{Body, Deadline};
 
 use crate::context::{ModuleContext, Role};
 use crate::data_loaders::{LoaderUses, Workers};
+use streamlint_graph::DeviceForbidden;
 use crate::lower::Lowerer;
 use crate::project::{Parsed, Project};
 use crate::summary::ClassSummary;
@@ -339,11 +340,12 @@ impl<'s> Scope<'s> {
                 f.name.as_str(),
                 "__getitem__" | "__getitems__" | "__iter__" | "__next__" | "__init__"
             ))
-        .then(|| {
-            format!(
+        .then(|| DeviceForbidden {
+            why: format!(
                 "`{}.{}`, which runs in DataLoader worker processes",
                 class.name, f.name
-            )
+            ),
+            assumed: false,
         })
         .or_else(|| self.workers.methods.get(&f.name).cloned());
         Role {

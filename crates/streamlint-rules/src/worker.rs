@@ -50,11 +50,17 @@ impl CudaInDataloaderWorker {
         let Some(reason) = cx.body.device_forbidden.clone() else {
             return;
         };
+        // Where the loader's `num_workers` is not seen, the contract decides: a warning.
+        let severity = if reason.assumed {
+            Severity::Warning
+        } else {
+            Severity::Error
+        };
         cx.report_about(Subject::Span(span), Finding {
             fix: None,
             code: "SL009",
-            severity: Severity::Error,
-            message: format!("this {what} in {reason}: CUDA cannot be initialised in forked worker processes"),
+            severity,
+            message: format!("this {what} in {}: CUDA cannot be initialised in forked worker processes", reason.why),
             span,
             labels: Vec::new(),
             help: Some("keep worker code on the CPU: return CPU tensors, let `DataLoader(pin_memory=True)` pin them, and move them to the device in the training loop".into()),
