@@ -108,6 +108,22 @@ impl<'b> Analysis<'b> {
         false
     }
 
+    /// The state where the body ends: the meet of the states leaving its blocks that have no
+    /// successor (what holds on every path to the end).
+    pub fn end_state(&self) -> Option<State> {
+        let mut end: Option<State> = None;
+        for (block, out) in self.body.blocks.iter().zip(&self.exit_states) {
+            let (true, Some(out)) = (block.succs.is_empty(), out) else {
+                continue;
+            };
+            match &mut end {
+                Some(s) => s.meet(out),
+                None => end = Some(out.clone()),
+            }
+        }
+        end
+    }
+
     /// Visit every reachable op once, in control-flow order, with the state just before it.
     pub fn walk(&self, mut visit: impl FnMut(OpId, &Op, &State)) {
         for &block in &self.order {

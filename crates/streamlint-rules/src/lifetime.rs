@@ -69,6 +69,10 @@ impl Rule for MissingRecordStream {
             OpKind::Escape { buffer, kind } if kind.consumed_on_ambient() => {
                 self.check_hand_off(cx, state, buffer, kind, id)
             }
+            OpKind::Escape {
+                buffer,
+                kind: EscapeKind::Attribute | EscapeKind::LeftOnArgument,
+            } => self.check_consumer_shown(cx, state, buffer, id),
             _ => {}
         }
     }
@@ -334,6 +338,96 @@ impl MissingRecordStream {
             cx.relies_on_discipline(primary, "SL001", alloc);
         }
         cx.name_the_skipping_test(&mut finding, last_use, covers);
+        cx.report_once(buffer, finding);
+    }
+
+    /// A value handed out on an object (`batch.order = order`), allocated on a stream where the
+    /// function records another value it hands out for a consumer stream
+    /// (`indptr.record_stream(consumer)`): the code itself shows who uses what it hands out from
+    /// that pool. Unless the value is recorded for that consumer on this path, before the
+    /// hand-off or on every path after it, it goes back to the pool as soon as the consumer
+    /// drops it, while the consumer may still read it.
+    fn check_consumer_shown(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, at: OpId) {
+        let body = cx.body;
+        let Some(b) = state.buffer(buffer) else {
+            return;
+        };
+        if body.spelling.record_stream.is_none()
+            || body.buffer(buffer).memory != Memory::Device
+            || body.buffer(buffer).owner != Owner::Local
+        {
+            return;
+        }
+        let alloc = b.alloc_stream;
+        let made_on = |r: BufferId| {
+            body.ops_iter().any(|(_, op)| {
+                matches!(op.kind, OpKind::Produce { buffer: p, stream, .. } if p == r && stream == alloc)
+            })
+        };
+        let handed_out = |r: BufferId| {
+            body.ops_iter().any(|(_, op)| {
+                matches!(op.kind, OpKind::Escape { buffer: e, kind } if e == r && kind != EscapeKind::UnknownCallee)
+            })
+        };
+        // A record for a stream that uses the value here is for that use, not for whoever
+        // receives it.
+        let used_here_on = |r: BufferId, s: StreamId| {
+            body.ops_iter().any(|(_, op)| match op.kind {
+                OpKind::Read { buffer: u, stream } | OpKind::Write { buffer: u, stream } => {
+                    u == r && stream == s
+                }
+                _ => false,
+            })
+        };
+        let consumer = body.ops_iter().find_map(|(_, op)| match op.kind {
+            OpKind::RecordStream { buffer: r, stream }
+                if r != buffer
+                    && stream != alloc
+                    && made_on(r)
+                    && handed_out(r)
+                    && !used_here_on(r, stream) =>
+            {
+                Some((r, stream))
+            }
+            _ => None,
+        });
+        let Some((shown, consumer)) = consumer else {
+            return;
+        };
+        let recorded_at_end = || {
+            cx.analysis
+                .end_state()
+                .and_then(|end| end.buffer(buffer).map(|e| e.recorded.contains(&consumer)))
+                .unwrap_or(false)
+        };
+        if b.recorded.contains(&consumer) || recorded_at_end() {
+            return;
+        }
+        let name = cx.buffer_name(buffer).to_string();
+        let mut finding = Finding {
+            fix: None,
+            code: "SL001",
+            severity: Severity::Error,
+            message: format!(
+                "`{name}` is handed out like `{}`, which this function records for {} as the stream that uses what it makes on {}, but `{name}` is not recorded for it: its memory returns to {}'s pool as soon as {} drops it",
+                cx.buffer_name(shown),
+                cx.stream_name(consumer),
+                cx.stream_name(alloc),
+                cx.stream_name(alloc),
+                cx.stream_name(consumer),
+            ),
+            span: cx.span(at),
+            labels: vec![Label {
+                span: cx.span(b.produced_at),
+                message: format!("allocated on {}", cx.stream_name(alloc)),
+            }],
+            help: cx.record_stream_fix(buffer, consumer, at).map(|fix| {
+                format!("call `{fix}` before handing it out, as for `{}`", cx.buffer_name(shown))
+            }),
+        };
+        cx.name_the_skipping_test(&mut finding, at, |k| {
+            matches!(k, OpKind::RecordStream { buffer: r, stream } if *r == buffer && *stream == consumer)
+        });
         cx.report_once(buffer, finding);
     }
 
