@@ -45,7 +45,7 @@ enum Indexed {
     RustToCheck(PathBuf, CrateTypes),
     /// Done, with the names a Python file with no stream code imports (see
     /// `load_noting_imports`).
-    Done(FileReport, Vec<String>),
+    Done(FileReport, Vec<(String, String)>),
     Package(PathBuf),
 }
 
@@ -99,7 +99,7 @@ fn load_noting_imports(
     path: &Path,
     settings: &Settings,
     admitted: bool,
-    imports: Option<&mut Vec<String>>,
+    imports: Option<&mut Vec<(String, String)>>,
 ) -> Loaded {
     let done = |findings| Loaded::Done(report(path, String::new(), findings));
     let bytes = match read_within_limit(path) {
@@ -375,20 +375,28 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
 /// to be checked themselves.
 fn callers_of_stream_helpers(
     modules: &[Arc<ModuleIndex>],
-    importing: &[(usize, Vec<String>)],
+    importing: &[(usize, Vec<(String, String)>)],
     reports: &[FileReport],
     settings: &Settings,
 ) -> Vec<(PathBuf, Arc<ModuleIndex>)> {
-    let helpers: rustc_hash::FxHashSet<&str> = modules
+    // Each helper by the last part of its module's name and its own.
+    let helpers: rustc_hash::FxHashSet<(&str, &str)> = modules
         .iter()
-        .flat_map(|m| m.stream_function_names())
+        .flat_map(|m| {
+            let last = m.name.rsplit('.').next().unwrap_or(&m.name);
+            m.stream_function_names().map(move |f| (last, f))
+        })
         .collect();
     if helpers.is_empty() {
         return Vec::new();
     }
     importing
         .par_iter()
-        .filter(|(_, imports)| imports.iter().any(|n| helpers.contains(n.as_str())))
+        .filter(|(_, imports)| {
+            imports
+                .iter()
+                .any(|(m, n)| helpers.contains(&(m.as_str(), n.as_str())))
+        })
         .filter_map(|(at, _)| {
             let path = &reports[*at].path;
             let Loaded::Text(t) = load(path, settings, true) else {

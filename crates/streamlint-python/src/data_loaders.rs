@@ -173,11 +173,19 @@ impl Workers {
             Stmt::Class(c) if c.bases.iter().any(is_dataset_base) => Some(c.name.clone()),
             _ => None,
         });
+        // The module's own functions that some loader gives as a hook.
+        let functions = stmts
+            .iter()
+            .filter_map(|s| match s {
+                Stmt::Def(f) => Some((f.name.clone(), project.hooks.get(&f.name)?.clone())),
+                _ => None,
+            })
+            .collect();
         Workers {
             classes: datasets
                 .filter(|d| project.datasets.get(d).copied().unwrap_or(true))
                 .collect(),
-            functions: project.hooks.clone(),
+            functions,
             methods: own.method_hooks.clone(),
         }
     }

@@ -23,7 +23,15 @@ fn workers_of(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> Workers {
     if !cx.project.module(cx.module).data_loading && project.is_empty() {
         return Workers::default();
     }
-    let own = LoaderUses::of(stmts, cx.imports);
+    // Only a module that names a loader or a dataset can make one.
+    let own = if cx.project.module(cx.module).data_loading {
+        LoaderUses::of(stmts, cx.imports)
+    } else {
+        LoaderUses::default()
+    };
+    if own.is_empty() {
+        return Workers::find(stmts, &own, project);
+    }
     let all = LoaderUses::merge([&own, project].into_iter());
     Workers::find(stmts, &own, &all)
 }

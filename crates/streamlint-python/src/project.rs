@@ -439,17 +439,19 @@ pub fn call_offsets(text: &str, name: &str) -> Vec<u32> {
         .collect()
 }
 
-/// The names a module's top-level `from X import a, b as c` lines bind (`a`, `c`), read from
-/// its text alone: for a file with no stream code, whether it may call a helper of the project
-/// that has some.
-pub fn names_imported_from(text: &[u8]) -> Vec<String> {
+/// What a module's top-level `from X import a, b as c` lines import: the last part of the module
+/// (`X`'s, `ops` for `from .pkg.ops import ..`) and each imported name (`a`, `b`), read from its
+/// text alone: for a file with no stream code, whether it may call a helper of the project that
+/// has some.
+pub fn names_imported_from(text: &[u8]) -> Vec<(String, String)> {
     let mut out = Vec::new();
     for at in memchr::memmem::find_iter(text, b"from ") {
         if at > 0 && text[at - 1] != b'\n' {
             continue;
         }
         let rest = &text[at..];
-        let Some(import) = memchr::memmem::find(rest, b" import ") else {
+        let line = &rest[..memchr::memchr(b'\n', rest).unwrap_or(rest.len())];
+        let Some(import) = line.windows(8).position(|w| w == b" import ") else {
             continue;
         };
         // The imported names run to the end of the line, or of the parentheses.
@@ -457,16 +459,15 @@ pub fn names_imported_from(text: &[u8]) -> Vec<String> {
         let end = if names.first() == Some(&b'(') {
             memchr::memchr(b')', names).unwrap_or(names.len())
         } else {
-            memchr::memchr(b'\n', names).unwrap_or(names.len())
+            line.len() - import - 8
         };
-        if rest[..import].contains(&b'\n') {
-            continue;
-        }
+        let module = String::from_utf8_lossy(&line[5..import]);
+        let module = module.trim().rsplit('.').next().unwrap_or("").to_string();
         let names = String::from_utf8_lossy(&names[..end]);
         for part in names.trim_start_matches('(').split(',') {
-            let bound = part.split(" as ").last().unwrap_or(part).trim();
-            if !bound.is_empty() && bound.bytes().all(is_name_byte) {
-                out.push(bound.to_string());
+            let imported = part.split(" as ").next().unwrap_or(part).trim();
+            if !imported.is_empty() && imported.bytes().all(is_name_byte) {
+                out.push((module.clone(), imported.to_string()));
             }
         }
     }

@@ -653,8 +653,8 @@ fn object_streams(
 /// own (those are known only where it is lowered alone)?
 pub(super) fn lowers_at_own_calls(def: &FunctionDef) -> bool {
     def.decorators.iter().all(is_staticmethod)
-        && !is_generator(def)
         && crate::syntax::local_functions(&def.body).is_empty()
+        && !is_generator(def)
 }
 
 pub(crate) fn is_staticmethod(decorator: &Expr) -> bool {
