@@ -421,9 +421,9 @@ impl MissingRecordStream {
                 span: cx.span(b.produced_at),
                 message: format!("allocated on {}", cx.stream_name(alloc)),
             }],
-            help: cx.record_stream_fix(buffer, consumer, at).map(|fix| {
-                format!("call `{fix}` before handing it out, as for `{}`", cx.buffer_name(shown))
-            }),
+            help: cx
+                .record_stream_fix(buffer, consumer, at)
+                .map(|fix| format!("call `{fix}` before handing it out")),
         };
         cx.name_the_skipping_test(&mut finding, at, |k| {
             matches!(k, OpKind::RecordStream { buffer: r, stream } if *r == buffer && *stream == consumer)
