@@ -236,6 +236,12 @@ pub enum EscapeKind {
     /// The body ends with the value stored on an object the caller passed in (`batch.x = t`),
     /// written on a stream only this body can name: the caller uses it on its current stream.
     LeftOnArgument,
+    /// Stored in one of the object's containers that another method of the class takes items
+    /// out of and returns (`self.stash[key] = t` here, `return self.stash.pop(key)` there):
+    /// whoever calls that method uses it on their current stream. The class orders that use by
+    /// its own protocol (a join in some method); what is judged here is where the memory goes
+    /// back when that user drops it.
+    HandedOutByObject,
     /// Handed to code on another thread (a queue's `put`, a future's `set_result`), which uses
     /// it on its current stream: the default stream unless that thread sets one, which is the
     /// ambient stream here.
@@ -254,6 +260,9 @@ impl EscapeKind {
     pub fn hand_off(self) -> &'static str {
         match self {
             EscapeKind::OtherThread => "handed to another thread, which",
+            EscapeKind::HandedOutByObject => {
+                "kept in the object for another method to hand out, whose caller"
+            }
             _ => "returned to the caller, who",
         }
     }
@@ -262,6 +271,7 @@ impl EscapeKind {
     pub fn holder(self) -> &'static str {
         match self {
             EscapeKind::OtherThread => "that thread",
+            EscapeKind::HandedOutByObject => "that caller",
             _ => "the caller",
         }
     }

@@ -162,6 +162,9 @@ pub struct Role<'a> {
     /// The function is lowered to be summarized for its callers: the large project functions it
     /// calls keep the model of unknown code (a summary is not made inside another).
     pub summarizing: bool,
+    /// The static methods of the module's classes, with their class's name: a call
+    /// `Class.method(..)` in the module lowers them in place, as a helper of the module.
+    pub static_methods: &'a [(String, &'a FunctionDef)],
     /// The module's classes that own a stream and hand it out from a method, by class name,
     /// with those methods (see `summary::stream_getters`).
     pub stream_getters: Option<&'a crate::summary::StreamGetters>,

@@ -36,6 +36,23 @@ fn workers_of(cx: &ModuleContext<'_>, stmts: &[Stmt]) -> Workers {
     Workers::find(stmts, &own, &all)
 }
 
+/// The static methods of the module's top-level classes, with their class's name.
+fn static_methods(stmts: &[Stmt]) -> Vec<(String, &FunctionDef)> {
+    let mut out = Vec::new();
+    for s in stmts {
+        if let Stmt::Class(c) = s {
+            for m in &c.body {
+                if let Stmt::Def(f) = m {
+                    if f.decorators.iter().any(crate::lower::is_staticmethod) {
+                        out.push((c.name.clone(), f));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
 /// Lower every function of a parsed module.
 pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     let workers = workers_of(&cx, stmts);
@@ -66,8 +83,10 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
         }
     }
     let stream_function_calls = cx.project.stream_function_calls(cx.module);
+    let static_methods = static_methods(stmts);
     let top = Scope {
         cx: &cx,
+        static_methods: &static_methods,
         stream_function_calls: &stream_function_calls,
         workers: &workers,
         classes: &classes,
@@ -80,6 +99,7 @@ pub fn lower_module<'a>(cx: ModuleContext<'a>, stmts: &'a [Stmt]) -> Vec<Body> {
     let lower = |(role, f): (Role<'_>, &FunctionDef)| Lowerer::lower(cx, role, Some(f), &[]);
     let module_role = Role {
         stream_getters: getters,
+        static_methods: &static_methods,
         ..Role::default()
     };
     let mut bodies = vec![Lowerer::lower(cx, module_role, None, stmts)];
@@ -159,6 +179,8 @@ fn summarize_classes(
 #[derive(Clone, Copy)]
 struct Scope<'s> {
     cx: &'s ModuleContext<'s>,
+    /// See [`Role::static_methods`].
+    static_methods: &'s [(String, &'s FunctionDef)],
     /// Where the module calls a function of the project with stream code (see
     /// `Project::stream_function_calls`).
     stream_function_calls: &'s [usize],
@@ -198,6 +220,7 @@ impl<'s> Scope<'s> {
                             captured_names: bound_names(f),
                             enclosing_functions,
                             thread_locals,
+                            static_methods: self.static_methods,
                             ..Role::default()
                         }
                     };
@@ -332,6 +355,7 @@ impl<'s> Scope<'s> {
         let Some((class, info)) = self.class else {
             return Role {
                 stream_getters: self.stream_getters,
+                static_methods: self.static_methods,
                 restores_stream: context_manager && restores_in_finally,
                 device_forbidden: self.workers.functions.get(&f.name).cloned(),
                 thread_locals: self.visible_thread_locals(),
@@ -369,6 +393,7 @@ impl<'s> Scope<'s> {
             thread_locals: self.visible_thread_locals(),
             summarizing: false,
             stream_getters: self.stream_getters,
+            static_methods: self.static_methods,
         }
     }
 }

@@ -102,6 +102,12 @@ pub struct MethodSummary {
     /// hands out (`self.side = SideStream().get()`), with that class and method: resolved once
     /// every class is summarized (see `resolve_held_streams`).
     pub held_streams: Vec<(String, String, String)>,
+    /// Containers of the object the method takes an item out of and returns it
+    /// (`t = self.stash.pop(key)` … `return t`): whoever called it uses the item.
+    pub hands_out_items: Vec<String>,
+    /// Containers of the object the method records an item of for a stream
+    /// (`self.stash[key].record_stream(s)`, or through a name bound to one).
+    pub records_items: Vec<String>,
     /// The stream every `return` of the method hands back, where all of them return one: the
     /// caller's current stream (empty: `def producer_stream(self): return
     /// torch.cuda.current_stream()`) or a stream attribute of the object (`self.side`).
@@ -172,6 +178,7 @@ impl ClassSummary {
                     after_early_return: None,
                     current_names: FxHashSet::default(),
                     stream_classes: FxHashSet::default(),
+                    items_taken: FxHashMap::default(),
                     method: MethodSummary::default(),
                     recorded_on: &mut recorded_on,
                     recorded_on_every_path: &mut recorded_on_every_path,
@@ -385,6 +392,20 @@ impl ClassSummary {
             .any(|(name, m)| name != except && (m.syncs_device || m.syncs.contains(stream)))
     }
 
+    /// Does some method other than `except` take items out of `container` and return them, with
+    /// no method of the class recording an item of it for a stream?
+    pub fn hands_out_unrecorded_items(&self, container: &str, except: &str) -> bool {
+        let hands_out = self
+            .methods
+            .iter()
+            .any(|(name, m)| name != except && m.hands_out_items.iter().any(|c| c == container));
+        let records = self
+            .methods
+            .values()
+            .any(|m| m.records_items.iter().any(|c| c == container));
+        hands_out && !records
+    }
+
     /// Does some method other than `except` make the current stream wait on `stream`?
     pub fn waited_elsewhere(&self, stream: &str, except: &str) -> bool {
         self.methods
@@ -534,6 +555,9 @@ struct Scan<'a> {
     after_early_return: Option<usize>,
     /// Local names bound to the current stream (`cur = torch.cuda.current_stream()`).
     current_names: FxHashSet<String>,
+    /// Local names bound to an item taken from one of the object's containers
+    /// (`t = self.stash.pop(key)`), with the containers (on some path, each).
+    items_taken: FxHashMap<String, Vec<String>>,
     /// Local names bound to a stream class, not called (`stream_cls =
     /// get_accelerator().Stream`): calling one makes a stream.
     stream_classes: FxHashSet<String>,
@@ -624,6 +648,13 @@ impl Scan<'_> {
                         } else if !self.stream_classes.is_empty() {
                             self.stream_classes.remove(id);
                         }
+                        // Kept across other bindings: on some path the name may still hold it.
+                        if let Some(container) = item_of_container(value) {
+                            let taken = self.items_taken.entry(id.clone()).or_default();
+                            if !taken.contains(&container) {
+                                taken.push(container);
+                            }
+                        }
                     }
                     self.assign(t, value);
                 }
@@ -640,6 +671,11 @@ impl Scan<'_> {
                     None => None,
                 };
                 self.returns.push(stream);
+                let handed = value.as_ref().map_or_else(Vec::new, |v| match v {
+                    Expr::Name { id, .. } => self.items_taken.get(id).cloned().unwrap_or_default(),
+                    other => item_of_container(other).into_iter().collect(),
+                });
+                self.method.hands_out_items.extend(handed);
             }
             Stmt::Expr(e) => self.expr(e),
             Stmt::With { items, body, .. } => {
@@ -995,6 +1031,13 @@ impl Scan<'_> {
                     self.order(Ordering::Records { event, stream }, &subject);
                 }
             }
+            "record_stream" => {
+                let containers = match receiver.as_ref() {
+                    Expr::Name { id, .. } => self.items_taken.get(id).cloned().unwrap_or_default(),
+                    other => item_of_container(other).into_iter().collect(),
+                };
+                self.method.records_items.extend(containers);
+            }
             // `cur.record_event(self.done)`: the same record, spelled from the stream's side.
             "record_event" => {
                 let stream = if self.is_current_stream(receiver) {
@@ -1011,6 +1054,22 @@ impl Scan<'_> {
             _ => {}
         }
     }
+}
+
+/// The container of the object an expression takes an item of (`self.stash.pop(key)`,
+/// `self.stash[key]`, `self.stash.get(key)`), by its dotted name.
+fn item_of_container(expr: &Expr) -> Option<String> {
+    let container = match expr {
+        Expr::Subscript { value, .. } => value.as_ref(),
+        Expr::Call { func, .. } => match func.as_ref() {
+            Expr::Attribute { value, attr, .. } if matches!(attr.as_str(), "pop" | "get" | "popleft") => {
+                value.as_ref()
+            }
+            _ => return None,
+        },
+        _ => return None,
+    };
+    container.dotted().filter(|d| d.starts_with("self."))
 }
 
 /// What call makes the value; for `a if c else b`, the call in either branch.

@@ -66,7 +66,9 @@ impl Rule for MissingRecordStream {
                     );
                 }
             }
-            OpKind::Escape { buffer, kind } if kind.consumed_on_ambient() => {
+            OpKind::Escape { buffer, kind }
+                if kind.consumed_on_ambient() || kind == EscapeKind::HandedOutByObject =>
+            {
                 self.check_hand_off(cx, state, buffer, kind, id)
             }
             OpKind::Escape {
@@ -470,7 +472,10 @@ impl MissingRecordStream {
         {
             return;
         }
-        let ordered = state.unordered_writes(buffer, ambient).is_empty();
+        // Kept for another method of the object, the order of the user's work is the class's
+        // protocol (a join in some method); the memory's way back to the pool is judged here.
+        let ordered = kind == EscapeKind::HandedOutByObject
+            || state.unordered_writes(buffer, ambient).is_empty();
         let handed_off = b.writes.iter().any(|&(_, w)| state.handed_off(w));
         if !ordered || handed_off {
             return;
@@ -492,7 +497,7 @@ impl MissingRecordStream {
             labels: vec![Label { span: cx.span(b.produced_at), message: format!("allocated on {}", cx.stream_name(alloc)) }],
             help: cx.record_stream_fix(buffer, ambient, at).map(|fix| format!("call `{fix}` before handing it over")),
         };
-        if kind.consumed_on_ambient() {
+        if kind.consumed_on_ambient() || kind == EscapeKind::HandedOutByObject {
             cx.relies_on_discipline(span, "SL001", alloc);
         }
         if kind == EscapeKind::Caller {

@@ -48,6 +48,15 @@ impl Rule for TransferInSideStream {
                     self.check_record(cx, state, buffer, id, &[ambient], true);
                 }
             }
+            OpKind::Escape {
+                buffer,
+                kind: EscapeKind::HandedOutByObject,
+            } => {
+                // Kept for another method to hand out: ordered by the class's protocol, judged
+                // here for the stream its user reads it on.
+                let ambient = cx.body.ambient;
+                self.check_record(cx, state, buffer, id, &[ambient], true);
+            }
             OpKind::Release { buffer, .. } => {
                 let users: Vec<StreamId> = state
                     .uncovered_uses(buffer)
@@ -172,8 +181,8 @@ impl TransferInSideStream {
         let op = cx.body.op(at);
         // A value the object (or a container) also keeps is still handed to the caller, who
         // uses it on its own stream: whoever frees it later does not wait for that use.
-        let to_caller =
-            matches!(op.kind, OpKind::Escape { kind, .. } if kind.consumed_on_ambient());
+        let to_caller = matches!(op.kind, OpKind::Escape { kind, .. }
+            if kind.consumed_on_ambient() || kind == EscapeKind::HandedOutByObject);
         if !transfer_lifetime_is_sl004(cx.body, b) || (b.escaped && !to_caller) {
             return;
         }

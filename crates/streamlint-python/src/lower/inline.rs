@@ -135,7 +135,7 @@ impl<'a> Lowerer<'a> {
         if self.inline_stack.len() >= MAX_INLINE_DEPTH {
             return None;
         }
-        if let Some(def) = self.local_function(func) {
+        if let Some(def) = self.local_function(func).or_else(|| self.module_static(func)) {
             let module = self.home_module;
             return (!self.inline_stack.contains(&(module, def.span)))
                 .then_some(Resolved { module, def });
@@ -223,6 +223,31 @@ impl<'a> Lowerer<'a> {
         self.captured_names.iter().any(|c| c == name) && self.in_own_scope()
     }
 
+    /// The static method a call `Class.method(..)` names, of a class of the body's own module
+    /// that no local name hides, called from the module's own code.
+    fn module_static(&self, func: &Expr) -> Option<&'a FunctionDef> {
+        let Expr::Attribute { value, attr, .. } = func else {
+            return None;
+        };
+        let Expr::Name { id: class, .. } = value.as_ref() else {
+            return None;
+        };
+        if self.env.contains_key(class.as_str()) || !self.in_own_scope() {
+            return None;
+        }
+        let def = self
+            .static_methods
+            .iter()
+            .find(|(c, d)| c == class && d.name == *attr)
+            .map(|(_, d)| *d)?;
+        (!is_generator(def)).then_some(def)
+    }
+
+    /// Is `def` a static method of the body's own module (see `module_static`)?
+    fn is_module_static(&self, def: &FunctionDef) -> bool {
+        self.static_methods.iter().any(|(_, d)| std::ptr::eq(*d, def))
+    }
+
     /// Is `def` one of the body's local helpers (see `local_function`)?
     pub(super) fn is_local_function(&self, def: &FunctionDef) -> bool {
         self.local_functions.iter().any(|d| std::ptr::eq(*d, def))
@@ -275,7 +300,7 @@ impl<'a> Lowerer<'a> {
         // A local helper shares the caller's module and, inside a method, its `self`; a method
         // of the class shares both.
         let closure = self.is_local_function(def);
-        let local = closure || method;
+        let local = closure || method || self.is_module_static(def);
         let callee_cx = if local {
             self.cx
         } else {

@@ -301,6 +301,8 @@ pub struct Lowerer<'a> {
     per_thread: per_thread::PerThread,
     /// See [`Role::captured_names`].
     captured_names: Vec<String>,
+    /// See [`Role::static_methods`].
+    static_methods: &'a [(String, &'a FunctionDef)],
 }
 
 impl<'a> Lowerer<'a> {
@@ -404,6 +406,7 @@ impl<'a> Lowerer<'a> {
             global_streams: FxHashMap::default(),
             per_thread: per_thread::PerThread::new(&role),
             captured_names: role.captured_names,
+            static_methods: role.static_methods,
         };
         match def {
             Some(d) => {

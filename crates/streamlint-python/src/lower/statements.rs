@@ -639,6 +639,7 @@ impl<'a> Lowerer<'a> {
                 {
                     return;
                 }
+                self.keep_for_another_method(container, &value, span);
                 let written = c.local_tensors();
                 if written.is_empty() {
                     self.escape(&value, EscapeKind::Container, span);
@@ -662,6 +663,43 @@ impl<'a> Lowerer<'a> {
             }
             Expr::Starred { value: inner, .. } => self.assign(inner, value, span),
             _ => {}
+        }
+    }
+
+    /// `self.stash[key] = t` inside a block of another stream than the caller's current one, in a
+    /// class whose other method takes items out of `self.stash` and returns them (and no method
+    /// records one for a stream): what this body made on that stream is handed, through the
+    /// object, to that method's caller, who uses it on their current stream.
+    fn keep_for_another_method(&mut self, container: &Expr, value: &Value, span: Span) {
+        let Some(class) = self.class else {
+            return;
+        };
+        let Some(dotted) = container.dotted().filter(|d| d.starts_with("self.")) else {
+            return;
+        };
+        if self.current == self.b.ambient()
+            || !class.hands_out_unrecorded_items(&dotted, &self.method)
+        {
+            return;
+        }
+        let current = self.current;
+        let made_here: Vec<BufferId> = value
+            .buffers()
+            .into_iter()
+            .filter(|&b| {
+                self.b.body().ops.iter().any(|op| {
+                    matches!(op.kind, OpKind::Produce { buffer, stream, .. } if buffer == b && stream == current)
+                })
+            })
+            .collect();
+        for buffer in made_here {
+            self.b.push(
+                OpKind::Escape {
+                    buffer,
+                    kind: EscapeKind::HandedOutByObject,
+                },
+                span,
+            );
         }
     }
 
