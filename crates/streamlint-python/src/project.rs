@@ -883,6 +883,14 @@ impl<'a> Project<'a> {
             .collect()
     }
 
+    /// The module of the project whose global a qualified name (`pkg.streams.copy_stream`, as
+    /// module `from` imports it) is: one module binding that name at its top level.
+    pub fn module_of_global(&self, from: usize, qualified: &str) -> Option<usize> {
+        let (module, name) = qualified.rsplit_once('.')?;
+        let m = self.find_module(from, module)?;
+        self.modules[m].globals.contains(name).then_some(m)
+    }
+
     /// The module a dotted name denotes, seen from module `from`: where two modules end in the
     /// same name, the one sharing the longest package path with `from`.
     fn find_module(&self, from: usize, dotted: &str) -> Option<usize> {

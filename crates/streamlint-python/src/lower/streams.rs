@@ -270,15 +270,25 @@ impl<'a> Lowerer<'a> {
         // A module global (`copy_stream = ...` at the top of the module) is one stream for the
         // function and every callee of its module lowered in place; other names are the
         // function's own.
-        let global = !name.contains(['.', '['])
-            && !is_param
-            && self
-                .cx
-                .project
-                .module(self.cx.module)
-                .globals
-                .contains(name);
-        let global_key = (self.cx.module, name.to_string());
+        let plain = !name.contains(['.', '[']) && !is_param;
+        // A global another module of the project binds, imported here by name
+        // (`from .streams import copy_stream`): that module's stream, the same in its code.
+        let imported = plain
+            .then(|| self.cx.imports.bound(name))
+            .flatten()
+            .and_then(|q| {
+                let m = self.cx.project.module_of_global(self.cx.module, q)?;
+                Some((m, q.rsplit('.').next().unwrap_or(q).to_string()))
+            });
+        let global = imported.is_some()
+            || (plain
+                && self
+                    .cx
+                    .project
+                    .module(self.cx.module)
+                    .globals
+                    .contains(name));
+        let global_key = imported.unwrap_or_else(|| (self.cx.module, name.to_string()));
         let known = if global {
             self.global_streams.get(&global_key)
         } else {
