@@ -249,6 +249,13 @@ pub enum EscapeKind {
 }
 
 impl EscapeKind {
+    /// Does the value reach a user who reads it on the ambient stream and drops it there: one
+    /// outside this body ([`Self::consumed_on_ambient`]), or the caller of the object's method
+    /// that hands it out later? Its memory's way back to the pool is judged where it leaves.
+    pub fn reaches_a_user_on_ambient(self) -> bool {
+        self.consumed_on_ambient() || self == EscapeKind::HandedOutByObject
+    }
+
     /// Is the value next used on the ambient stream by code outside this body (the caller, or
     /// another thread), which needs it ordered and recorded for that stream?
     pub fn consumed_on_ambient(self) -> bool {

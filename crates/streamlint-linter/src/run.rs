@@ -204,9 +204,9 @@ pub fn check_run(files: &[PathBuf], settings: &Settings) -> Vec<FileReport> {
         .map(|p| {
             let mut imports = Vec::new();
             let loaded = load_noting_imports(p, settings, false, Some(&mut imports));
-            (loaded, imports, p)
+            (loaded, imports)
         })
-        .map(|(loaded, imports, _)| match loaded {
+        .map(|(loaded, imports)| match loaded {
             Loaded::Text(t) if t.language == Language::Rust => {
                 let structs = CrateTypes::of_file(&t.source);
                 Indexed::RustToCheck(t.path, structs)

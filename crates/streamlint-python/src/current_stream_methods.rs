@@ -35,7 +35,10 @@ pub fn stream_methods(source: &str) -> Vec<(String, bool)> {
         let (starts, lines) = lines.get_or_insert_with(|| {
             let mut starts = vec![0];
             starts.extend(memchr::memchr_iter(b'\n', bytes).map(|at| at + 1));
-            let lines = source.split('\n').map(|l| l.trim_end_matches('\r')).collect();
+            let lines = source
+                .split('\n')
+                .map(|l| l.trim_end_matches('\r'))
+                .collect();
             (starts, lines)
         });
         let line_no = starts.partition_point(|&s| s <= at) - 1;

@@ -113,10 +113,7 @@ impl LoaderUses {
                 *out.datasets.entry(class.clone()).or_default() |= workers;
             }
             for (name, why) in &uses.hooks {
-                let entry = out.hooks.entry(name.clone()).or_insert_with(|| why.clone());
-                if entry.assumed && !why.assumed {
-                    *entry = why.clone();
-                }
+                note(&mut out.hooks, name, why.clone());
             }
         }
         out
@@ -141,14 +138,23 @@ impl LoaderUses {
         };
         if let Expr::Attribute { value, attr, .. } = f {
             if matches!(value.as_ref(), Expr::Name { id, .. } if id == "self") {
-                self.method_hooks.entry(attr.clone()).or_insert_with(|| why(attr));
+                note(&mut self.method_hooks, attr, why(attr));
             }
         } else if let Some(name) = function_name(f) {
-            let entry = self.hooks.entry(name.clone()).or_insert_with(|| why(&name));
-            // A loader seen with workers says more than one out of sight.
-            if !assumed {
-                *entry = why(&name);
-            }
+            let reason = why(&name);
+            note(&mut self.hooks, &name, reason);
+        }
+    }
+}
+
+/// Keep `reason` for `name`, unless one is kept already: a loader seen with workers says more
+/// than one out of sight, so a seen reason replaces an assumed one.
+fn note(reasons: &mut FxHashMap<String, DeviceForbidden>, name: &str, reason: DeviceForbidden) {
+    match reasons.get_mut(name) {
+        Some(kept) if kept.assumed && !reason.assumed => *kept = reason,
+        Some(_) => {}
+        None => {
+            reasons.insert(name.to_string(), reason);
         }
     }
 }

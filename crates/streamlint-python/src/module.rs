@@ -9,12 +9,12 @@ use streamlint_graph::{Body, Deadline};
 
 use crate::context::{ModuleContext, Role};
 use crate::data_loaders::{LoaderUses, Workers};
-use streamlint_graph::DeviceForbidden;
 use crate::lower::Lowerer;
 use crate::project::{Parsed, Project};
 use crate::summary::ClassSummary;
 use crate::syntax::{local_functions, visit_calls, ClassDef, Expr, FunctionDef, Stmt};
 use crate::wrappers;
+use streamlint_graph::DeviceForbidden;
 
 /// The module's code that DataLoader worker processes run, by its own loaders and the
 /// project's (the module's own read from its text as it is now).
@@ -259,7 +259,7 @@ impl<'s> Scope<'s> {
     fn gather_nested(
         &self,
         enclosing: &'s [Stmt],
-        only_called: &std::collections::HashSet<String>,
+        only_called: &FxHashSet<String>,
         stmts: &'s [Stmt],
         role: Role<'s>,
         out: &mut Vec<Job<'s>>,

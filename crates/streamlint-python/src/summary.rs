@@ -1062,7 +1062,9 @@ fn item_of_container(expr: &Expr) -> Option<String> {
     let container = match expr {
         Expr::Subscript { value, .. } => value.as_ref(),
         Expr::Call { func, .. } => match func.as_ref() {
-            Expr::Attribute { value, attr, .. } if matches!(attr.as_str(), "pop" | "get" | "popleft") => {
+            Expr::Attribute { value, attr, .. }
+                if matches!(attr.as_str(), "pop" | "get" | "popleft") =>
+            {
                 value.as_ref()
             }
             _ => return None,

@@ -479,9 +479,9 @@ pub fn visit_statement_exprs(stmts: &[Stmt], into_defs: bool, f: &mut dyn FnMut(
 /// The names whose every mention in `stmts` (nested functions included) is a call of them by
 /// name, and that are called at least once: functions so named never leave the code that calls
 /// them.
-pub fn names_only_called(stmts: &[Stmt]) -> std::collections::HashSet<String> {
-    use std::collections::HashMap;
-    fn count(e: &Expr, uses: &mut HashMap<String, (usize, usize)>) {
+pub fn names_only_called(stmts: &[Stmt]) -> rustc_hash::FxHashSet<String> {
+    use rustc_hash::FxHashMap;
+    fn count(e: &Expr, uses: &mut FxHashMap<String, (usize, usize)>) {
         visit_exprs(e, &mut |e| match e {
             Expr::Name { id, .. } => uses.entry(id.clone()).or_default().0 += 1,
             Expr::Call { func, .. } => {
@@ -493,7 +493,7 @@ pub fn names_only_called(stmts: &[Stmt]) -> std::collections::HashSet<String> {
             _ => {}
         })
     }
-    let mut uses: HashMap<String, (usize, usize)> = HashMap::new();
+    let mut uses: FxHashMap<String, (usize, usize)> = FxHashMap::default();
     visit_statement_exprs(stmts, true, &mut |e, _| count(e, &mut uses));
     uses.into_iter()
         .filter(|(_, (mentions, calls))| *calls > 0 && mentions == calls)

@@ -66,9 +66,7 @@ impl Rule for MissingRecordStream {
                     );
                 }
             }
-            OpKind::Escape { buffer, kind }
-                if kind.consumed_on_ambient() || kind == EscapeKind::HandedOutByObject =>
-            {
+            OpKind::Escape { buffer, kind } if kind.reaches_a_user_on_ambient() => {
                 self.check_hand_off(cx, state, buffer, kind, id)
             }
             OpKind::Escape {
@@ -349,7 +347,13 @@ impl MissingRecordStream {
     /// that pool. Unless the value is recorded for that consumer on this path, before the
     /// hand-off or on every path after it, it goes back to the pool as soon as the consumer
     /// drops it, while the consumer may still read it.
-    fn check_consumer_shown(&self, cx: &mut Context<'_>, state: &State, buffer: BufferId, at: OpId) {
+    fn check_consumer_shown(
+        &self,
+        cx: &mut Context<'_>,
+        state: &State,
+        buffer: BufferId,
+        at: OpId,
+    ) {
         let body = cx.body;
         let Some(b) = state.buffer(buffer) else {
             return;
@@ -497,7 +501,7 @@ impl MissingRecordStream {
             labels: vec![Label { span: cx.span(b.produced_at), message: format!("allocated on {}", cx.stream_name(alloc)) }],
             help: cx.record_stream_fix(buffer, ambient, at).map(|fix| format!("call `{fix}` before handing it over")),
         };
-        if kind.consumed_on_ambient() || kind == EscapeKind::HandedOutByObject {
+        if kind.reaches_a_user_on_ambient() {
             cx.relies_on_discipline(span, "SL001", alloc);
         }
         if kind == EscapeKind::Caller {

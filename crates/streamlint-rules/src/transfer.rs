@@ -181,8 +181,8 @@ impl TransferInSideStream {
         let op = cx.body.op(at);
         // A value the object (or a container) also keeps is still handed to the caller, who
         // uses it on its own stream: whoever frees it later does not wait for that use.
-        let to_caller = matches!(op.kind, OpKind::Escape { kind, .. }
-            if kind.consumed_on_ambient() || kind == EscapeKind::HandedOutByObject);
+        let to_caller =
+            matches!(op.kind, OpKind::Escape { kind, .. } if kind.reaches_a_user_on_ambient());
         if !transfer_lifetime_is_sl004(cx.body, b) || (b.escaped && !to_caller) {
             return;
         }

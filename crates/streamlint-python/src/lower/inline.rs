@@ -135,7 +135,10 @@ impl<'a> Lowerer<'a> {
         if self.inline_stack.len() >= MAX_INLINE_DEPTH {
             return None;
         }
-        if let Some(def) = self.local_function(func).or_else(|| self.module_static(func)) {
+        if let Some(def) = self
+            .local_function(func)
+            .or_else(|| self.module_static(func))
+        {
             let module = self.home_module;
             return (!self.inline_stack.contains(&(module, def.span)))
                 .then_some(Resolved { module, def });
@@ -245,7 +248,9 @@ impl<'a> Lowerer<'a> {
 
     /// Is `def` a static method of the body's own module (see `module_static`)?
     fn is_module_static(&self, def: &FunctionDef) -> bool {
-        self.static_methods.iter().any(|(_, d)| std::ptr::eq(*d, def))
+        self.static_methods
+            .iter()
+            .any(|(_, d)| std::ptr::eq(*d, def))
     }
 
     /// Is `def` one of the body's local helpers (see `local_function`)?
@@ -672,7 +677,6 @@ fn object_streams(
         .collect()
 }
 
-/// Is the decorator `@staticmethod`?
 /// Is the method one that `self.m(..)` calls of its class lower in place (see
 /// `Lowerer::own_method`): a plain or static method, not a generator, defining no helpers of its
 /// own (those are known only where it is lowered alone)?
@@ -682,6 +686,7 @@ pub(super) fn lowers_at_own_calls(def: &FunctionDef) -> bool {
         && !is_generator(def)
 }
 
+/// Is the decorator `@staticmethod`?
 pub(crate) fn is_staticmethod(decorator: &Expr) -> bool {
     decorator.dotted().as_deref() == Some("staticmethod")
 }
